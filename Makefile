@@ -1,0 +1,38 @@
+# The two commands: `make demo` runs Allot, `make test` runs the whole suite.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint install bench slurm-up slurm-down philly-table
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py seed_demo
+	PORT=$(PORT) $(PY) manage.py rundemo --port $(PORT)
+
+test: install
+	$(PY) manage.py makemigrations --check --dry-run
+	scripts/run-tests $(PY) $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: install
+	$(PY) -m scheduling.engine.bench --pending 10000 --running 4000 --nodes 512 --json
+
+slurm-up:
+	scripts/slurm-up.sh
+
+slurm-down:
+	scripts/slurm-down.sh

@@ -1,0 +1,2 @@
+def home_panel(user):
+    return None

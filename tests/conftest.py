@@ -1,0 +1,44 @@
+"""Project-wide fixtures: personas, services that may be missing, helpers."""
+
+import os
+import shutil
+import socket
+
+import pytest
+
+
+def service_missing(reason: str):
+    """Skip on a bare machine; fail in CI (ALLOT_REQUIRE_SERVICES=1), where every service
+    a test needs must be there."""
+    if os.environ.get("ALLOT_REQUIRE_SERVICES", "") in {"1", "true", "yes"}:
+        pytest.fail(f"required service missing: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def tcp_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def redis_url():
+    url = os.environ.get("REDIS_URL", "")
+    if not url:
+        service_missing("REDIS_URL is not set")
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    if not tcp_open(parsed.hostname or "127.0.0.1", parsed.port or 6379):
+        service_missing(f"Redis is not reachable at {url}")
+    return url
+
+
+@pytest.fixture
+def chromium_path():
+    path = os.environ.get("ALLOT_CHROMIUM", "/usr/bin/chromium")
+    if not shutil.which(path):
+        service_missing(f"Chromium not found at {path}")
+    return path
