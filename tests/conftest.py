@@ -6,6 +6,8 @@ import socket
 
 import pytest
 
+pytest_plugins = ["tests.personas"]
+
 
 def service_missing(reason: str):
     """Skip on a bare machine; fail in CI (ALLOT_REQUIRE_SERVICES=1), where every service

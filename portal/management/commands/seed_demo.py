@@ -1,0 +1,30 @@
+"""Seed the demo organisation: budgets, people and roles, clusters, and a backlog of jobs.
+
+Idempotent: running it twice leaves one demo organisation.
+"""
+
+from django.core.management.base import BaseCommand
+from django.db import transaction
+from django.utils.module_loading import import_string
+
+SEEDERS = ["budgets.demo.seed", "scheduling.demo.seed"]
+
+
+class Command(BaseCommand):
+    help = "Create the demo organisation (users leader, manager, researcher, admin; password demo)."
+
+    def handle(self, *args, **options):
+        with transaction.atomic():
+            for dotted in SEEDERS:
+                try:
+                    seeder = import_string(dotted)
+                except ImportError:
+                    continue
+                summary = seeder()
+                if summary:
+                    self.stdout.write(summary)
+        self.stdout.write(
+            self.style.SUCCESS(
+                "Demo users: leader, manager, researcher, admin — password: demo"
+            )
+        )
