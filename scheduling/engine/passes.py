@@ -1,0 +1,287 @@
+"""One scheduling pass: Snapshot in, Decisions out.
+
+Steps of ``run_pass``:
+
+1. Build the working state: the Fair Tree ranking, per-pool free capacity, running jobs.
+2. Drains: preempt every job on a drained node whose protection has ended (unfunded work has
+   none); the rest stay until their protection ends.
+3. Approved reservations (``Snapshot.reservations``) hold whole nodes of their cluster from
+   their start; others may only backfill them with work that yields before that start.
+4. Order the queue by the policy (fairshare: Fair Tree rank, user usage, submit time, id).
+5. Interactive lane first: on clusters with an interactive pool, sessions start within the
+   pool's size and the per-user limit, displacing unfunded or unprotected batch work if needed.
+6. Funded jobs in order: place (best fit); else preempt the smallest set of victims; else (the
+   first such job of a pool) reserve the nodes that free up soonest and hold them.
+7. Unfunded jobs in order, on whatever capacity is left: free, and preemptible at any time.
+8. Report a pending reason, queue position and estimated start for every job still waiting,
+   an explanation for every running job, and when each drained node will be empty.
+
+The ``priority`` and ``fifo`` baselines use the same placement but their own order and no
+preemption or reservations: the greedy queue a lab runs without Allot.
+"""
+
+from __future__ import annotations
+
+from scheduling.engine.model import (
+    Decisions,
+    HeldReservation,
+    PendingJob,
+    Preempt,
+    RunningJob,
+    Snapshot,
+    Start,
+)
+from scheduling.engine.placement import Held, Pool
+from scheduling.engine.preempt import earliest_nodes, find_victims
+from scheduling.engine.report import drain_times, explanations, pending_infos
+from scheduling.engine.state import PassState
+
+MAX_VICTIM_SEARCHES_PER_POOL = 64  # bounds a pass on a saturated cluster (cf. bf_max_job_test)
+
+
+class Pass:
+    def __init__(self, snap: Snapshot):
+        self.st = PassState(snap)
+        self.fairshare = snap.policy.name == "fairshare"
+        self.starts: list[Start] = []
+        self.preempts: list[Preempt] = []
+        self.holds: list[HeldReservation] = []
+        self.started: set[str] = set()
+        self.funded_fail: dict[str, str] = {}  # job id -> why it waits (code)
+        self.holder_of: dict[str, tuple[Pool, float]] = {}
+        self.blocked_pools: set[int] = set()  # pools where a better-ranked job waits
+        self.searches: dict[int, int] = {}
+        self.failed_search: dict[int, list[tuple[int, int]]] = {}
+
+    # ---- steps ---------------------------------------------------------------------------
+
+    def drains(self) -> None:
+        st = self.st
+        for pool in st.pools.values():
+            for i, drained in enumerate(pool.drained):
+                if not drained:
+                    continue
+                for jid in sorted(pool.jobs[i]):
+                    job = st.running.get(jid)
+                    if job is not None and (not job.funded or st.now >= job.protected_until_s):
+                        self._preempt(
+                            job, None, f"Node {pool.names[i]} is draining for maintenance and "
+                            "this job's protection has ended.",
+                        )
+
+    def approved_reservations(self) -> None:
+        st = self.st
+        for res in sorted(st.snap.reservations, key=lambda r: (r.start_s, r.id)):
+            if res.end_s <= st.now:
+                continue
+            pools = [p for k, p in sorted(st.pools.items()) if k[0] == res.cluster]
+            left = res.gpus
+            for pool in pools:
+                for i in range(len(pool.names) - 1, -1, -1):  # from the end: stable choice
+                    if left <= 0:
+                        break
+                    if pool.drained[i] or i in pool.held:
+                        continue
+                    pool.hold(i, Held(f"reservation:{res.id}", res.start_s, res.project, True))
+                    left -= pool.size[i]
+
+    def run(self) -> Decisions:
+        st = self.st
+        self.drains()
+        self.approved_reservations()
+        queue = sorted((j for j in st.snap.pending if not j.held), key=st.order_key)
+        lane = st.policy.interactive_pool_gpus
+        interactive = [j for j in queue if j.kind == "interactive"] if self.fairshare else []
+        deferred: list[PendingJob] = []
+        for job in interactive:
+            if any(lane.get(p.cluster, 0) > 0 for p in st.pools_for(job)):
+                if not self._try_interactive(job):
+                    deferred.append(job)
+        for job in queue:
+            if job.id in self.started or job.id in self.funded_fail:
+                continue
+            if job.kind == "interactive" and not self._interactive_ok(job):
+                self.funded_fail[job.id] = "InteractiveLimit"
+                continue
+            if not self._try_funded(job):
+                deferred.append(job)
+        unfunded = sorted({j.id: j for j in deferred}.values(), key=st.order_key)
+        for job in unfunded:
+            if job.id in self.started or job.id in self.funded_fail:
+                continue
+            if job.kind == "interactive" and not self._interactive_ok(job):
+                self.funded_fail[job.id] = "InteractiveLimit"
+                continue
+            self._try_unfunded(job)
+        waiting = [j for j in st.snap.pending if j.id not in self.started]
+        return Decisions(
+            starts=tuple(self.starts),
+            preemptions=tuple(self.preempts),
+            reservations=tuple(self.holds),
+            pending=pending_infos(self, waiting),
+            explanations=explanations(st),
+            drains=drain_times(st),
+        )
+
+    # ---- helpers -------------------------------------------------------------------------
+
+    def _interactive_ok(self, job: PendingJob) -> bool:
+        st = self.st
+        return st.interactive_by_user.get(job.user, 0) < st.policy.interactive_per_user
+
+    def _try_interactive(self, job: PendingJob) -> bool:
+        st = self.st
+        if not self._interactive_ok(job):
+            self.funded_fail[job.id] = "InteractiveLimit"
+            return True
+        for pool in st.pools_for(job):
+            cap = st.policy.interactive_pool_gpus.get(pool.cluster, 0)
+            if st.interactive_gpus.get(pool.cluster, 0) + job.gpus > cap:
+                continue
+            if not st.can_fund(job, pool):
+                return False  # no lien, no lane: it waits like any unfunded job
+            placement = pool.find(job.gpus)
+            victims: tuple[str, ...] = ()
+            if placement is None:
+                found = find_victims(st, pool, job, any_rank=True)
+                if found is None:
+                    continue
+                _, placement, victims = found
+            self._start(job, pool, placement, True, victims, "an interactive session")
+            return True
+        self.funded_fail[job.id] = "InteractiveLimit"
+        return True
+
+    def _try_funded(self, job: PendingJob) -> bool:
+        """Place a funded job or record why it waits. False: it is unfunded (try later)."""
+        st = self.st
+        pools = st.pools_for(job)
+        fundable = [p for p in pools if st.can_fund(job, p)]
+        if not fundable:
+            return False if self.fairshare else self._greedy(job, pools, funded=False)
+        if not self.fairshare:
+            return self._greedy(job, fundable, funded=True)
+        for pool in fundable:
+            placement = pool.find(job.gpus, self._backfill_rule(job, pool, True))
+            if placement is not None:
+                self._start(job, pool, placement, True, (), "")
+                return True
+        best = None
+        rank = st.tree.rank(job.project)
+        for pool in fundable:
+            if not pool.fits_ever(job.gpus) or self._search_futile(pool, rank, job.gpus):
+                continue
+            found = find_victims(st, pool, job)
+            self.searches[id(pool)] = self.searches.get(id(pool), 0) + 1
+            if found is None:
+                self.failed_search.setdefault(id(pool), []).append((rank, job.gpus))
+            elif best is None or found[0] < best[0]:
+                best = (found[0], pool, found[1], found[2])
+        if best is not None:
+            self._start(job, best[1], best[2], True, best[3], "")
+            return True
+        self._reserve(job, fundable)
+        return True
+
+    def _greedy(self, job: PendingJob, pools: list[Pool], funded: bool) -> bool:
+        for pool in pools:
+            placement = pool.find(job.gpus)
+            if placement is not None:
+                self._start(job, pool, placement, funded, (), "")
+                return True
+        for pool in pools:
+            self.blocked_pools.add(id(pool))
+        self.funded_fail[job.id] = "Unfunded" if not funded else "Resources"
+        return True
+
+    def _search_futile(self, pool: Pool, rank: int, gpus: int) -> bool:
+        if self.searches.get(id(pool), 0) >= MAX_VICTIM_SEARCHES_PER_POOL:
+            return True
+        return any(r <= rank and g <= gpus for r, g in self.failed_search.get(id(pool), ()))
+
+    def _reserve(self, job: PendingJob, pools: list[Pool]) -> None:
+        st = self.st
+        self.funded_fail[job.id] = "Resources"
+        if any(id(p) in self.blocked_pools for p in pools):
+            self.funded_fail[job.id] = "Priority"
+            return
+        best = None
+        for pool in pools:
+            found = earliest_nodes(st, pool, job)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = (found[0], pool, found[1])
+        for pool in pools:
+            self.blocked_pools.add(id(pool))
+        if best is None:
+            return
+        start_s, pool, idxs = best
+        for i in idxs:
+            pool.hold(i, Held(job.id, start_s, job.project))
+        self.holder_of[job.id] = (pool, start_s)
+        self.holds.append(HeldReservation(job.id, tuple(pool.names[i] for i in idxs), start_s))
+
+    def _backfill_rule(self, job: PendingJob, pool: Pool, funded: bool):
+        st = self.st
+
+        def usable(h: Held) -> bool:
+            if h.project and (job.project == h.project or job.project.startswith(h.project + "/")):
+                return h.reservation  # an approved reservation serves its whole subtree
+            if not funded:
+                return True  # preemptible at any moment
+            if st.now + st.protection(job) > h.start_s:
+                return False
+            return h.reservation or st.tree.strictly_below(job.project, h.project)
+
+        return usable
+
+    def _try_unfunded(self, job: PendingJob) -> None:
+        st = self.st
+        for pool in st.pools_for(job):
+            placement = pool.find(job.gpus, self._backfill_rule(job, pool, False))
+            if placement is not None:
+                self._start(job, pool, placement, False, (), "")
+                return
+        self.funded_fail[job.id] = "Unfunded"
+
+    def _start(self, job, pool: Pool, placement, funded: bool, victims, why: str) -> None:
+        st = self.st
+        for vid in victims:
+            victim = st.running[vid]
+            if not victim.funded:
+                reason = (
+                    f"It ran unfunded and job {job.id} of {job.project or 'no project'} "
+                    "needed the GPUs."
+                )
+            elif why:
+                reason = f"Its protection had ended and {why} ({job.id}) needed the GPUs."
+            else:
+                reason = (
+                    f"Its protection had ended and job {job.id} of {job.project} ranks above "
+                    f"{victim.project} in the budget tree."
+                )
+            self._preempt(victim, job.id, reason)
+        nodes = tuple((pool.names[i], g) for i, g in placement)
+        protected = st.now + st.protection(job) if funded else st.now
+        if funded:
+            st.remaining[job.project] = st.remaining.get(job.project, 0.0) - st.lien(job, pool)
+        run = RunningJob(
+            job.id, job.project, job.user, job.gpus, nodes, st.now, protected, funded,
+            job.kind, job.resumable, job.submit_s,
+            "exception" if job.max_protection_s is not None else "contract",
+        )
+        for i, g in placement:
+            pool.take(i, job.id, g)
+        st.running[job.id] = run
+        if job.kind == "interactive":
+            st.interactive_by_user[job.user] = st.interactive_by_user.get(job.user, 0) + 1
+            st.interactive_gpus[pool.cluster] = st.interactive_gpus.get(pool.cluster, 0) + job.gpus
+        self.started.add(job.id)
+        self.starts.append(Start(job.id, nodes, funded, protected))
+
+    def _preempt(self, job: RunningJob, by: str | None, reason: str) -> None:
+        self.st.remove_running(job.id)
+        self.preempts.append(Preempt(job.id, reason, by, True))
+
+
+def run_pass(snapshot: Snapshot) -> Decisions:
+    return Pass(snapshot).run()

@@ -1,0 +1,149 @@
+"""Victim selection and reservations for a waiting funded job.
+
+Who may be preempted by a funded job X (``is_victim``): an unfunded job, at any moment; a
+funded job past its protection whose project ranks strictly below X's at the first level
+where their paths differ. Never a protected job. Because the ranking is fixed for the pass and
+"strictly below" is a strict order, two jobs can never both be allowed to preempt the other.
+
+The smallest victim set (``find_victims``): on each node, take victims unfunded first, then
+funded, each group largest first, until the job fits; then drop any victim that turned out
+unnecessary. Across nodes the cheapest set wins: fewest funded victims, then fewest victims,
+then fewest GPUs freed, then the node name. Multi-node jobs need whole nodes whose every job
+is a victim; the cheapest nodes win by the same measure.
+"""
+
+from __future__ import annotations
+
+import math
+
+from scheduling.engine.model import PendingJob, RunningJob
+from scheduling.engine.placement import Pool
+from scheduling.engine.state import PassState
+
+INF = math.inf
+
+
+def is_victim(st: PassState, victim: RunningJob, job: PendingJob, any_rank: bool = False) -> bool:
+    if not victim.funded:
+        return True
+    if st.now < victim.protected_until_s:
+        return False
+    if any_rank:  # the interactive lane may displace any unprotected batch work
+        return victim.kind != "interactive"
+    return st.tree.strictly_below(victim.project, job.project)
+
+
+def _node_victims(st, pool: Pool, i: int, job: PendingJob, need: int, any_rank: bool):
+    cands = []
+    for jid, used in pool.jobs[i].items():
+        victim = st.running[jid]
+        if is_victim(st, victim, job, any_rank):
+            cands.append((victim.funded, -used, jid, used))
+    if pool.free[i] + sum(c[3] for c in cands) < need:
+        return None
+    cands.sort()
+    chosen, freed = [], pool.free[i]
+    for c in cands:
+        if freed >= need:
+            break
+        chosen.append(c)
+        freed += c[3]
+    for c in sorted(chosen, key=lambda c: (not c[0], c[3])):  # drop the unneeded, cheapest first
+        if freed - c[3] >= need:
+            chosen.remove(c)
+            freed -= c[3]
+    cost = (sum(1 for c in chosen if c[0]), len(chosen), freed - pool.free[i])
+    return cost, tuple(sorted(c[2] for c in chosen))
+
+
+def find_victims(st: PassState, pool: Pool, job: PendingJob, any_rank: bool = False):
+    """Cheapest (cost, placement, victim ids) in ``pool`` or None."""
+    if not pool.is_multi(job.gpus):
+        best = None
+        for i in range(len(pool.names)):
+            if pool.drained[i] or i in pool.held or pool.size[i] < job.gpus:
+                continue
+            if pool.free[i] >= job.gpus:
+                continue  # find() would have placed it; a held or raced node is not ours
+            found = _node_victims(st, pool, i, job, job.gpus, any_rank)
+            if found is None:
+                continue
+            key = (found[0], pool.names[i])
+            if best is None or key < best[0]:
+                best = (key, ((i, job.gpus),), found[1])
+        return None if best is None else (best[0][0], best[1], best[2])
+    options = []
+    for i in range(len(pool.names)):
+        if pool.drained[i] or i in pool.held:
+            continue
+        found = _node_victims(st, pool, i, job, pool.size[i], any_rank)
+        if found is not None:
+            options.append((found[0], pool.names[i], i, found[1]))
+    options.sort()
+    chosen, victims, left = [], set(), job.gpus
+    for cost, _, i, ids in options:
+        if left <= 0:
+            break
+        chosen.append(i)
+        victims.update(ids)
+        left -= pool.size[i]
+    if left > 0:
+        return None
+    placement = pool.spread(job.gpus, chosen)
+    if placement is None:
+        return None
+    funded = sum(1 for v in victims if st.running[v].funded)
+    return (funded, len(victims), 0), placement, tuple(sorted(victims))
+
+
+def _release_time(st: PassState, victim: RunningJob, job: PendingJob) -> float:
+    if not victim.funded:
+        return st.now
+    if st.tree.strictly_below(victim.project, job.project):
+        return max(st.now, victim.protected_until_s)
+    return INF  # it never has to yield to this job; its end is unknown
+
+
+def earliest_nodes(st: PassState, pool: Pool, job: PendingJob):
+    """The nodes that free up soonest for ``job`` (protection ends are known): returns
+    (start_s, node indexes) or None when no known time frees enough of this pool."""
+    if not pool.is_multi(job.gpus):
+        best = None
+        for i in range(len(pool.names)):
+            if pool.drained[i] or i in pool.held or pool.size[i] < job.gpus:
+                continue
+            t = st.now
+            if pool.free[i] < job.gpus:
+                free, t = pool.free[i], INF
+                for rt, used in sorted(
+                    (_release_time(st, st.running[j], job), used)
+                    for j, used in pool.jobs[i].items()
+                ):
+                    free += used
+                    if free >= job.gpus:
+                        t = rt
+                        break
+                if t == INF:
+                    continue
+            key = (t, pool.free[i], i)
+            if best is None or key < best:
+                best = key
+        return None if best is None else (best[0], (best[2],))
+    whole = []
+    for i in range(len(pool.names)):
+        if pool.drained[i] or i in pool.held:
+            continue
+        t = max((_release_time(st, st.running[j], job) for j in pool.jobs[i]), default=st.now)
+        if t < INF:
+            whole.append((t, -pool.size[i], i))
+    whole.sort()
+    chosen, left, start = [], job.gpus, st.now
+    for t, neg_size, i in whole:
+        if left <= 0:
+            break
+        chosen.append(i)
+        left += neg_size
+        start = t
+    if left > 0:
+        return None
+    return start, tuple(chosen)

@@ -1,0 +1,188 @@
+"""What a pass tells people: pending reasons with position and estimated start, explanations
+for running jobs, and when drained nodes will be empty.
+
+Estimated starts come from a fluid model per pool, walked in queue order: GPUs free now are
+available now, a running job's GPUs at the end of its protection (the earliest moment the
+contract lets them go), and a job the model starts gives its GPUs back at the end of its own
+protection. It ignores fragmentation, so it is an optimistic estimate, and it is O(n log n).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from scheduling.engine.model import Explanation, PendingInfo, PendingJob
+from scheduling.engine.placement import Pool
+from scheduling.engine.state import PassState
+from scheduling.engine.tree import ancestors
+
+MESSAGES = {
+    "Held": "Held: it will not start until it is released.",
+    "Priority": "Jobs that rank higher in the budget tree are waiting for the same GPUs.",
+    "InteractiveLimit": "The interactive limit is reached: {user} already has the allowed "
+    "number of sessions, or the cluster's interactive pool is full.",
+    "Drain": "Enough GPUs for it exist only on nodes drained for maintenance.",
+    "ExceedsCapacity": "It asks for {gpus} GPUs, more than any allowed placement can give "
+    "(one node, or whole nodes of one cluster and GPU type).",
+    "Reservation": "Free GPUs are held for a larger job or an approved reservation, and this "
+    "job would not end or become preemptible before that starts.",
+}
+
+
+def _message(code: str, job: PendingJob, pass_) -> str:
+    if code == "Resources":
+        held = pass_.holder_of.get(job.id)
+        if held is not None:
+            return (
+                f"Waiting for {job.gpus} GPUs; nodes are held for it and free up when the "
+                "protections of the jobs on them end."
+            )
+        return f"Waiting for {job.gpus} GPUs to free up."
+    if code == "Unfunded":
+        if not job.project:
+            return "It has no project, so it runs unfunded, only on GPUs no funded job can use."
+        return (
+            f"The remaining budget of {job.project} does not cover its protected window "
+            f"({job.gpus} GPUs x min runtime); it runs unfunded, only on GPUs no funded job "
+            "can use."
+        )
+    return MESSAGES[code].format(user=job.user, gpus=job.gpus)
+
+
+def _code(pass_, job: PendingJob, pools: list[Pool]) -> str:
+    if job.held:
+        return "Held"
+    if not any(p.fits_ever(job.gpus) for p in pools):
+        return "Drain" if any(p.fits_if_undrained(job.gpus) for p in pools) else "ExceedsCapacity"
+    code = pass_.funded_fail.get(job.id, "Priority")
+    if code in ("Priority", "Resources") and job.id not in pass_.holder_of:
+        if any(p.held for p in pools) and any(
+            p.find(job.gpus, lambda h: True) is not None for p in pools
+        ):
+            return "Reservation"
+    return code
+
+
+class _Fluid:
+    def __init__(self, st: PassState, pool: Pool):
+        self.t = st.now
+        self.avail = sum(f for f, d in zip(pool.free, pool.drained, strict=True) if not d)
+        self.heap: list[tuple[float, int]] = []
+        for i, jobs in enumerate(pool.jobs):
+            if pool.drained[i]:
+                continue
+            for jid, used in jobs.items():
+                self.heap.append((max(st.now, st.running[jid].protected_until_s), used))
+        heapq.heapify(self.heap)
+
+    def admit(self, gpus: int, hold_s: float, at_least: float | None) -> float | None:
+        if at_least is not None:
+            self.t = max(self.t, at_least)
+        while self.avail < gpus and self.heap:
+            t, g = heapq.heappop(self.heap)
+            self.avail += g
+            self.t = max(self.t, t)
+        if self.avail < gpus:
+            return None
+        self.avail -= gpus
+        heapq.heappush(self.heap, (self.t + hold_s, gpus))
+        return self.t
+
+
+def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
+    st = pass_.st
+    coded = []
+    for job in waiting:
+        pools = st.pools_for(job)
+        code = _code(pass_, job, pools)
+        coded.append((code == "Unfunded", st.order_key(job), job, code, pools))
+    coded.sort(key=lambda c: (c[0], c[1]))
+    fluids: dict[int, _Fluid] = {}
+    positions: dict[str, int] = {}
+    out: dict[str, PendingInfo] = {}
+    for _, _, job, code, pools in coded:
+        key = job.cluster or ""
+        positions[key] = positions.get(key, 0) + 1
+        estimate = None
+        if code not in ("Held", "ExceedsCapacity", "Drain"):
+            pool = next((p for p in pools if p.fits_ever(job.gpus)), None)
+            if pool is not None:
+                fluid = fluids.get(id(pool))
+                if fluid is None:
+                    fluid = fluids[id(pool)] = _Fluid(st, pool)
+                held = pass_.holder_of.get(job.id)
+                estimate = fluid.admit(job.gpus, st.protection(job), held[1] if held else None)
+        out[job.id] = PendingInfo(code, _message(code, job, pass_), positions[key], estimate)
+    return out
+
+
+def _preemptible_by(st: PassState, job, drained: str | None, cache: dict) -> str:
+    if drained:
+        return (
+            f"Node {drained} is draining: it will be preempted as soon as its protection ends."
+        )
+    if not job.funded:
+        return "Any funded job that needs these GPUs: it runs unfunded and can yield at any time."
+    protected = st.now < job.protected_until_s
+    key = (job.project, protected)
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
+    above = []
+    tree = st.tree
+    for anc in ancestors(job.project):
+        node = tree.nodes.get(anc)
+        if node is None:
+            break
+        parent = tree.nodes.get(node.parent) if node.parent else None
+        siblings = parent.children if parent else tree.top
+        above += [s.path for s in siblings if s.lfs > node.lfs]
+    who = (
+        "a waiting funded job whose project ranks above "
+        f"{job.project} at the first level where their paths differ"
+    )
+    now = f" (currently: {', '.join(above[:3])})" if above else " (currently: none)"
+    text = (
+        f"Nothing until its protection ends; after that, {who}{now}."
+        if protected
+        else f"{who[0].upper()}{who[1:]}{now}."
+    )
+    cache[key] = text
+    return text
+
+
+def explanations(st: PassState) -> dict[str, Explanation]:
+    out = {}
+    cache: dict = {}
+    for jid in sorted(st.running):
+        job = st.running[jid]
+        pool = st.pool_of(job)
+        cost = st.cost(pool.gpu_type) if pool else 1.0
+        drained = None
+        for name, _ in job.nodes:
+            at = st.node_at.get(name)
+            if at is not None and at[0].drained[at[1]]:
+                drained = name
+                break
+        known = job.project in st.tree.nodes
+        out[jid] = Explanation(
+            job_id=jid,
+            funded=job.funded,
+            funding_chain=ancestors(job.project) if job.funded and known else (),
+            gpu_hours_per_hour=job.gpus * cost,
+            protected_until_s=job.protected_until_s,
+            protection_source=job.protection_source if job.funded else "none (unfunded)",
+            standing=st.tree.standing(job.project) if known else (),
+            preemptible_by=_preemptible_by(st, job, drained, cache),
+        )
+    return out
+
+
+def drain_times(st: PassState) -> dict[str, float]:
+    out = {}
+    for pool in st.pools.values():
+        for i, drained in enumerate(pool.drained):
+            if drained:
+                ends = [st.running[j].protected_until_s for j in pool.jobs[i]]
+                out[pool.names[i]] = max([st.now, *ends])
+    return out

@@ -1,0 +1,113 @@
+"""The mutable working state of one pass, built from a frozen Snapshot."""
+
+from __future__ import annotations
+
+from scheduling.engine.model import PendingJob, RunningJob, Snapshot
+from scheduling.engine.placement import Pool
+from scheduling.engine.tree import FairTree
+
+PRIORITY_LEVELS = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
+
+
+class PassState:
+    def __init__(self, snap: Snapshot):
+        self.snap = snap
+        self.now = snap.now_s
+        self.policy = snap.policy
+        self.tree = FairTree.build(snap.budgets)
+        self.remaining = {path: n.remaining for path, n in self.tree.nodes.items()}
+        self.pools: dict[tuple[str, str], Pool] = {}
+        self.node_at: dict[str, tuple[Pool, int]] = {}
+        for node in sorted(snap.nodes, key=lambda n: n.name):
+            pool = self.pools.get((node.cluster, node.gpu_type))
+            if pool is None:
+                pool = Pool(node.cluster, node.gpu_type, [], [], [], [], [])
+                self.pools[(node.cluster, node.gpu_type)] = pool
+            self.node_at[node.name] = (pool, len(pool.names))
+            pool.names.append(node.name)
+            pool.size.append(node.gpus)
+            pool.free.append(node.gpus)
+            pool.drained.append(node.drained)
+            pool.jobs.append({})
+        self.running: dict[str, RunningJob] = {}
+        self.interactive_by_user: dict[str, int] = {}
+        self.interactive_gpus: dict[str, int] = {}
+        for job in snap.running:
+            self.add_running(job)
+        for pool in self.pools.values():
+            pool.index()
+        self._pool_cache: dict[tuple[str | None, str | None], list[Pool]] = {}
+
+    def add_running(self, job: RunningJob) -> None:
+        self.running[job.id] = job
+        for name, gpus in job.nodes:
+            at = self.node_at.get(name)
+            if at is not None:
+                pool, i = at
+                pool.free[i] -= gpus
+                pool.jobs[i][job.id] = pool.jobs[i].get(job.id, 0) + gpus
+        if job.kind == "interactive":
+            self.interactive_by_user[job.user] = self.interactive_by_user.get(job.user, 0) + 1
+            cluster = self.cluster_of(job)
+            self.interactive_gpus[cluster] = self.interactive_gpus.get(cluster, 0) + job.gpus
+
+    def cluster_of(self, job: RunningJob) -> str:
+        at = self.node_at.get(job.nodes[0][0]) if job.nodes else None
+        return at[0].cluster if at else ""
+
+    def pool_of(self, job: RunningJob) -> Pool | None:
+        at = self.node_at.get(job.nodes[0][0]) if job.nodes else None
+        return at[0] if at else None
+
+    def remove_running(self, job_id: str) -> RunningJob:
+        job = self.running.pop(job_id)
+        for name, _ in job.nodes:
+            at = self.node_at.get(name)
+            if at is not None:
+                at[0].release(at[1], job_id)
+        if job.kind == "interactive":
+            self.interactive_by_user[job.user] -= 1
+            self.interactive_gpus[self.cluster_of(job)] -= job.gpus
+        return job
+
+    def pools_for(self, job: PendingJob) -> list[Pool]:
+        key = (job.cluster, job.gpu_type)
+        hit = self._pool_cache.get(key)
+        if hit is None:
+            hit = [
+                p
+                for k, p in sorted(self.pools.items())
+                if (job.cluster is None or k[0] == job.cluster)
+                and (job.gpu_type is None or k[1] == job.gpu_type)
+            ]
+            self._pool_cache[key] = hit
+        return hit
+
+    def cost(self, gpu_type: str) -> float:
+        return self.snap.gpu_cost.get(gpu_type, 1.0)
+
+    def protection(self, job: PendingJob) -> float:
+        cap = job.max_protection_s if job.max_protection_s is not None else None
+        cap = max(cap, self.policy.max_min_runtime_s) if cap is not None else None
+        limit = cap if cap is not None else self.policy.max_min_runtime_s
+        if job.kind == "interactive":
+            limit = min(limit, self.policy.interactive_max_runtime_s)
+        return max(0.0, min(job.min_runtime_s, limit))
+
+    def lien(self, job: PendingJob, pool: Pool) -> float:
+        return job.gpus * self.protection(job) * self.cost(pool.gpu_type)
+
+    def can_fund(self, job: PendingJob, pool: Pool) -> bool:
+        if not job.project or job.project not in self.tree.nodes:
+            return False
+        left = self.remaining.get(job.project, 0.0)
+        return left > 0 and left >= self.lien(job, pool)
+
+    def order_key(self, job: PendingJob):
+        name = self.policy.name
+        if name == "fifo":
+            return (job.submit_s, job.id)
+        if name == "priority":
+            return (-PRIORITY_LEVELS.get(job.priority, 1), job.submit_s, job.id)
+        usage = self.snap.user_usage_gpu_s.get((job.project, job.user), 0.0)
+        return (self.tree.rank(job.project), usage, job.submit_s, job.id)
