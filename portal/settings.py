@@ -146,7 +146,7 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = TIME_ZONE
-CELERY_BEAT_SCHEDULE: dict = {}  # filled by portal.celery from each app's schedule
+
 
 # --- Allot ---------------------------------------------------------------------------------------
 ALLOT_BUDGET_PERIOD = env_str("ALLOT_BUDGET_PERIOD", "quarter")  # "month" or "quarter"
@@ -164,4 +164,19 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}
+
+CELERY_BEAT_SCHEDULE = {
+    "schedule-clusters": {
+        "task": "scheduling.tasks.schedule_all",
+        "schedule": env_int("ALLOT_PASS_INTERVAL_S", 5),
+    },
+    "sync-backends": {
+        "task": "scheduling.tasks.sync_all",
+        "schedule": env_int("ALLOT_SYNC_INTERVAL_S", 5),
+    },
+    "charge-usage": {
+        "task": "scheduling.tasks.charge_usage",
+        "schedule": env_int("ALLOT_CHARGE_INTERVAL_S", 60),
+    },
 }

@@ -1,0 +1,91 @@
+"""GPU-hour accounting for running jobs: liens at start, charges per interval, release at end.
+
+Only funded occupancy is charged; unfunded work is free. Charging is idempotent per job ×
+interval: the ledger's (job_ref, interval_start) is unique and a job's ``last_charged_at``
+advances with a conditional UPDATE in the same transaction, so a retried or concurrent charge
+records each second once.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db import transaction
+from django.utils import timezone
+
+from scheduling.models import Job
+
+
+def _gpu_type(job: Job):
+    from budgets.models import GpuType
+
+    name = job.cluster.gpu_type
+    gpu_type, _ = GpuType.objects.get_or_create(name=name, defaults={"cost_factor": Decimal(1)})
+    return gpu_type
+
+
+def protected_window_cost(job: Job, cost_factor: Decimal, protected_s: int) -> int:
+    return int(Decimal(job.gpus * protected_s) * cost_factor)
+
+
+def hold_start_lien(job: Job, protected_s: int) -> None:
+    from budgets import services as budget_services
+
+    if not job.funded or job.project_id is None:
+        return
+    gpu_type = _gpu_type(job)
+    budget_services.hold_lien(
+        job.project, job.pk, protected_window_cost(job, gpu_type.cost_factor, protected_s)
+    )
+
+
+def _charge_until(job: Job, until: datetime) -> int:
+    """Charge [last_charged_at, until) for one job; return the GPU-seconds charged."""
+    from budgets import services as budget_services
+
+    start = job.last_charged_at or job.started_at
+    if not job.funded or job.project_id is None or start is None or until <= start:
+        return 0
+    seconds = int((until - start).total_seconds())
+    if seconds <= 0:
+        return 0
+    end = start + timedelta(seconds=seconds)
+    advanced = Job.objects.filter(pk=job.pk, last_charged_at=job.last_charged_at).update(
+        last_charged_at=end
+    )
+    if advanced != 1:  # another worker charged this interval first
+        return 0
+    budget_services.charge_usage(
+        job.project, job.pk, job.owner, _gpu_type(job), start, end, job.gpus * seconds
+    )
+    job.last_charged_at = end
+    return job.gpus * seconds
+
+
+@transaction.atomic
+def charge_running_jobs(now: datetime | None = None) -> int:
+    """Charge every running funded job up to ``now``. Returns GPU-seconds charged."""
+    now = now or timezone.now()
+    total = 0
+    jobs = (
+        Job.objects.select_for_update(of=("self",))
+        .filter(state=Job.State.RUNNING, funded=True)
+        .select_related("project", "owner", "cluster")
+    )
+    for job in jobs:
+        total += _charge_until(job, now)
+    return total
+
+
+def close_run(job: Job, now: datetime) -> None:
+    """A run ends (finish, preemption, cancel): charge to ``now``, keep progress, drop the lien."""
+    from budgets import services as budget_services
+
+    _charge_until(job, now)
+    if job.funded:
+        budget_services.release_lien(job.pk)
+    if job.started_at:
+        ran = max(0, int((now - job.started_at).total_seconds()))
+        job.run_seconds_done = job.run_seconds_done + ran if job.resumable else 0
+        Job.objects.filter(pk=job.pk).update(run_seconds_done=job.run_seconds_done)

@@ -1,0 +1,97 @@
+"""Engine decisions → database, inside the pass's transaction.
+
+Nothing here talks to a backend: dispatch tasks are enqueued with ``transaction.on_commit`` so a
+backend only ever hears about decisions that were committed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from scheduling import accounting, dispatch
+from scheduling.engine import model as m
+from scheduling.models import Job, Node
+from scheduling.snapshot import SnapshotContext, from_epoch
+from scheduling.transitions import transition
+
+
+def _apply_preemption(job: Job, decision: m.Preempt, now: datetime) -> None:
+    accounting.close_run(job, now)
+    transition(job, Job.State.PREEMPTED, now, decision.reason, ended_at=now,
+               run_seconds_done=job.run_seconds_done, explanation={})
+    dispatch.enqueue_preempt(job)
+
+
+def _apply_start(job: Job, decision: m.Start, now: datetime) -> None:
+    attempt = job.attempt + 1
+    protected_s = max(0, int(decision.protected_until_s - now.timestamp()))
+    fields = dict(
+        nodes=[[name, gpus] for name, gpus in decision.nodes],
+        started_at=now, ended_at=None, funded=decision.funded,
+        protected_until=from_epoch(decision.protected_until_s),
+        attempt=attempt, attempt_key=f"{job.pk}-{attempt}", external_id="", dispatched=False,
+        last_charged_at=now, pending_code="", pending_message="", queue_position=None,
+        estimated_start=None, low_utilization_since=None,
+    )
+    where = ", ".join(name for name, _ in decision.nodes)
+    funding = "funded by " + job.project.slug_path if decision.funded and job.project else "unfunded"
+    transition(job, Job.State.RUNNING, now, f"started on {where} ({funding})", **fields)
+    accounting.hold_start_lien(job, protected_s)
+    dispatch.enqueue_start(job)
+
+
+def _explanation_json(info: m.Explanation) -> dict:
+    return {
+        "funded": info.funded,
+        "funding_chain": list(info.funding_chain),
+        "gpu_hours_per_hour": info.gpu_hours_per_hour,
+        "protected_until": from_epoch(info.protected_until_s).isoformat()
+        if from_epoch(info.protected_until_s) else None,
+        "protection_source": info.protection_source,
+        "standing": [
+            {"path": s.path, "share": s.share, "usage_share": s.usage_share,
+             "level_fair_share": None if s.level_fair_share == float("inf") else s.level_fair_share}
+            for s in info.standing
+        ],
+        "preemptible_by": info.preemptible_by,
+    }
+
+
+def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime, cluster) -> dict:
+    """Write one pass's decisions. Returns counts for the pass log."""
+    jobs = ctx.jobs
+    for decision in decisions.preemptions:
+        _apply_preemption(jobs[decision.job_id], decision, now)
+    for decision in decisions.starts:
+        _apply_start(jobs[decision.job_id], decision, now)
+    started = {d.job_id for d in decisions.starts}
+
+    waiting = []
+    for job_id, info in decisions.pending.items():
+        job = jobs.get(job_id)
+        if job is None or job_id in started or job.state != Job.State.PENDING:
+            continue
+        job.pending_code, job.pending_message = info.code, info.message[:300]
+        job.queue_position = info.position
+        job.estimated_start = from_epoch(info.estimated_start_s)
+        waiting.append(job)
+    Job.objects.bulk_update(
+        waiting, ["pending_code", "pending_message", "queue_position", "estimated_start"],
+        batch_size=500,
+    )
+
+    explained = []
+    for job_id, info in decisions.explanations.items():
+        job = jobs.get(job_id)
+        if job is None or job.state != Job.State.RUNNING:
+            continue
+        job.explanation = _explanation_json(info)
+        explained.append(job)
+    Job.objects.bulk_update(explained, ["explanation"], batch_size=500)
+
+    drained = list(Node.objects.filter(cluster=cluster, drained=True))
+    for node in drained:
+        node.drained_by = from_epoch(decisions.drains.get(node.name, now.timestamp()))
+    Node.objects.bulk_update(drained, ["drained_by"])
+    return {"started": len(decisions.starts), "preempted": len(decisions.preemptions),
+            "waiting": len(waiting)}

@@ -1,0 +1,167 @@
+"""Clusters, nodes and jobs. State changes go through scheduling.transitions and services."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from scheduling.querysets import JobQuerySet
+
+
+class Cluster(models.Model):
+    class Backend(models.TextChoices):
+        SIMULATED = "simulated"
+        SLURM = "slurm"
+        KUBERNETES = "kubernetes"
+
+    name = models.SlugField(max_length=64, unique=True)
+    backend = models.CharField(max_length=16, choices=Backend.choices, default=Backend.SIMULATED)
+    options = models.JSONField(default=dict, blank=True)
+    gpu_type = models.CharField(max_length=32, default="H100")
+    interactive_pool_gpus = models.PositiveIntegerField(default=8)
+    # Backend health: set by sync/dispatch, shown on the cluster and operations pages.
+    reachable = models.BooleanField(default=True)
+    last_error = models.TextField(blank=True)
+    last_sync_at = models.DateTimeField(null=True, blank=True)
+    # The scheduling-pass lock: a conditional UPDATE on these columns (works on SQLite and
+    # PostgreSQL alike) so two workers never schedule the same cluster at once.
+    pass_lock_token = models.CharField(max_length=64, blank=True)
+    pass_lock_until = models.DateTimeField(null=True, blank=True)
+    last_pass_at = models.DateTimeField(null=True, blank=True)
+    last_pass_ms = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(backend__in=["simulated", "slurm", "kubernetes"]),
+                name="cluster_backend_valid",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def total_gpus(self) -> int:
+        return sum(node.gpus for node in self.nodes.all() if node.present)
+
+
+class Node(models.Model):
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=128)
+    gpus = models.PositiveIntegerField()
+    gpu_type = models.CharField(max_length=32)
+    present = models.BooleanField(default=True)  # False once rediscovery no longer sees it
+    drained = models.BooleanField(default=False)
+    drain_reason = models.CharField(max_length=200, blank=True)
+    drain_requested_at = models.DateTimeField(null=True, blank=True)
+    drain_requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    drained_by = models.DateTimeField(null=True, blank=True)  # engine's latest-empty estimate
+
+    class Meta:
+        ordering = ["cluster", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="node_unique_per_cluster")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+JOB_STATES = ["pending", "running", "preempted", "completed", "failed", "cancelled"]
+
+
+class Job(models.Model):
+    class State(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        PREEMPTED = "preempted"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    class Kind(models.TextChoices):
+        BATCH = "batch"
+        INTERACTIVE = "interactive"
+
+    TERMINAL = (State.COMPLETED, State.FAILED, State.CANCELLED)
+
+    name = models.CharField(max_length=200)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
+    project = models.ForeignKey(
+        "budgets.BudgetNode", null=True, blank=True, on_delete=models.PROTECT, related_name="jobs"
+    )
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="jobs")
+    gpus = models.PositiveIntegerField()
+    min_runtime_s = models.PositiveIntegerField()
+    resumable = models.BooleanField(default=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.BATCH)
+    command = models.TextField(blank=True)
+    sim_duration_s = models.PositiveIntegerField(null=True, blank=True)
+    priority = models.CharField(max_length=8, default="normal")  # accepted, never an input
+    held = models.BooleanField(default=False)
+    max_protection_s = models.PositiveIntegerField(null=True, blank=True)  # from an exception
+    protection_source = models.CharField(max_length=100, default="contract")
+
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    submitted_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    funded = models.BooleanField(default=False)
+    protected_until = models.DateTimeField(null=True, blank=True)
+    nodes = models.JSONField(default=list, blank=True)  # [[node name, gpus], ...]
+    run_seconds_done = models.PositiveIntegerField(default=0)  # work kept across preemptions
+    attempt = models.PositiveIntegerField(default=0)
+    attempt_key = models.CharField(max_length=64, blank=True)
+    external_id = models.CharField(max_length=128, blank=True)
+    dispatched = models.BooleanField(default=False)  # the backend acknowledged this attempt
+    last_charged_at = models.DateTimeField(null=True, blank=True)
+    gpu_utilization = models.FloatField(null=True, blank=True)
+    low_utilization_since = models.DateTimeField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+
+    # Written by each scheduling pass for waiting jobs.
+    pending_code = models.CharField(max_length=32, blank=True)
+    pending_message = models.CharField(max_length=300, blank=True)
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
+    estimated_start = models.DateTimeField(null=True, blank=True)
+    # Written by each pass for running jobs: the engine's explanation (see scheduling.explain).
+    explanation = models.JSONField(default=dict, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        indexes = [
+            models.Index(fields=["cluster", "state"]),
+            models.Index(fields=["owner", "state"]),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=JOB_STATES), name="job_state_valid"
+            ),
+            models.CheckConstraint(condition=Q(gpus__gte=1), name="job_gpus_positive"),
+            models.CheckConstraint(
+                condition=Q(kind__in=["batch", "interactive"]), name="job_kind_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.name}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in self.TERMINAL
+
+
+class JobEvent(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=32)
+    message = models.CharField(max_length=400, blank=True)
+    nodes = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]

@@ -1,0 +1,138 @@
+"""Repair any gap between the database and what a backend reports.
+
+Runs after every backend sync. The database is the source of truth for decisions; the backend
+for what actually runs:
+
+1. a committed start the backend never heard of (the worker died between commit and dispatch)
+   is dispatched again — with the same attempt key, so never twice;
+2. a dispatched attempt the backend lost is requeued;
+3. an attempt the backend reports finished is closed and charged to its end;
+4. a preempted attempt the backend still runs is stopped again, then requeued;
+5. a running backend job whose Allot job is over (cancelled, superseded) is cancelled.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+
+from scheduling import accounting
+from scheduling.backends.base import BackendError, RemoteJob, RemoteState
+from scheduling.dispatch import backend_for, requeue_preempted, start_on_backend
+from scheduling.models import Cluster, Job
+from scheduling.transitions import transition
+
+log = logging.getLogger(__name__)
+LOW_UTILIZATION = 0.10
+
+
+@dataclass
+class ReconcileReport:
+    redispatched: list[int] = field(default_factory=list)
+    lost: list[int] = field(default_factory=list)
+    finished: list[int] = field(default_factory=list)
+    stopped: list[int] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+
+
+@transaction.atomic
+def _finish(job_id: int, remote: RemoteJob) -> bool:
+    job = Job.objects.select_for_update().select_related("project", "owner", "cluster").get(
+        pk=job_id
+    )
+    if job.state != Job.State.RUNNING or job.attempt_key != remote.attempt_key:
+        return False
+    now = timezone.now()
+    accounting.close_run(job, now)
+    ok = remote.state == RemoteState.COMPLETED
+    target = Job.State.COMPLETED if ok else Job.State.FAILED
+    message = "finished" if ok else f"failed on the backend (exit {remote.exit_code})"
+    transition(job, target, now, message, ended_at=now, exit_code=remote.exit_code,
+               explanation={})
+    return True
+
+
+@transaction.atomic
+def _lose(job_id: int, attempt_key: str, why: str) -> bool:
+    job = Job.objects.select_for_update().select_related("project", "owner", "cluster").get(
+        pk=job_id
+    )
+    if job.state != Job.State.RUNNING or job.attempt_key != attempt_key:
+        return False
+    now = timezone.now()
+    accounting.close_run(job, now)
+    transition(job, Job.State.PREEMPTED, now, why, ended_at=now, explanation={})
+    transition(job, Job.State.PENDING, now, "requeued with its original submit time",
+               nodes=[], dispatched=False, external_id="", pending_code="Priority",
+               pending_message="Requeued: the cluster lost the previous attempt.")
+    return True
+
+
+def _record_utilization(job: Job, remote: RemoteJob, now) -> None:
+    if remote.gpu_utilization is None:
+        return
+    low_since = job.low_utilization_since
+    if remote.gpu_utilization < LOW_UTILIZATION:
+        low_since = low_since or now
+    else:
+        low_since = None
+    Job.objects.filter(pk=job.pk).update(
+        gpu_utilization=remote.gpu_utilization, low_utilization_since=low_since,
+        dispatched=True, external_id=remote.external_id,
+    )
+
+
+def reconcile_cluster(cluster: Cluster, remote_jobs: list[RemoteJob]) -> ReconcileReport:
+    report = ReconcileReport()
+    by_key = {r.attempt_key: r for r in remote_jobs}
+    now = timezone.now()
+    live = Job.objects.filter(
+        cluster=cluster, state__in=[Job.State.RUNNING, Job.State.PREEMPTED]
+    ).select_related("owner", "project")
+    live_keys = set()
+    for job in live:
+        live_keys.add(job.attempt_key)
+        remote = by_key.get(job.attempt_key)
+        if job.state == Job.State.PREEMPTED:
+            if remote is not None and remote.state == RemoteState.RUNNING:
+                backend_for(cluster).preempt(job.pk, remote.external_id)
+            requeue_preempted(job.pk, job.attempt_key)
+            report.stopped.append(job.pk)
+        elif remote is None:
+            if not job.dispatched:
+                start_on_backend(job.pk, job.attempt_key)
+                report.redispatched.append(job.pk)
+            elif _lose(job.pk, job.attempt_key, "the cluster no longer knows this attempt"):
+                report.lost.append(job.pk)
+        elif remote.state == RemoteState.RUNNING or remote.state == RemoteState.PENDING:
+            _record_utilization(job, remote, now)
+        elif remote.state in (RemoteState.COMPLETED, RemoteState.FAILED):
+            if _finish(job.pk, remote):
+                report.finished.append(job.pk)
+        elif remote.state in (RemoteState.PREEMPTED, RemoteState.CANCELLED):
+            if _lose(job.pk, job.attempt_key, f"stopped outside Allot ({remote.state})"):
+                report.lost.append(job.pk)
+    for remote in remote_jobs:
+        if remote.state == RemoteState.RUNNING and remote.attempt_key not in live_keys:
+            backend_for(cluster).cancel(remote.job_id, remote.external_id)
+            report.orphans.append(remote.external_id)
+    return report
+
+
+def sync_cluster(cluster_id: int) -> ReconcileReport | None:
+    """Ask the backend what runs, repair gaps and record the backend's health."""
+    cluster = Cluster.objects.get(pk=cluster_id)
+    try:
+        remote = backend_for(cluster).sync()
+        report = reconcile_cluster(cluster, remote)
+    except BackendError as exc:
+        Cluster.objects.filter(pk=cluster_id).update(reachable=False, last_error=str(exc)[:2000])
+        log.warning("cluster %s: backend unavailable: %s", cluster.name, exc)
+        return None
+    Cluster.objects.filter(pk=cluster_id).update(
+        reachable=True, last_error="", last_sync_at=timezone.now()
+    )
+    return report

@@ -1,0 +1,177 @@
+"""Writes to jobs and clusters: submission, cancellation, drains. Each is atomic and audited
+in the job's timeline (governance changes to budgets are audited by budgets.services)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from scheduling.errors import JobPermissionError, JobValidationError
+from scheduling.models import Cluster, Job, JobEvent, Node
+from scheduling.transitions import transition
+
+PRIORITIES = ("low", "normal", "high", "urgent")
+INTERACTIVE_MAX_RUNTIME_S = 2 * 3600
+MAX_SIM_DURATION_S = 90 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    name: str
+    project: str  # budget path; "" submits unfunded work
+    cluster: str
+    gpus: int
+    min_runtime_s: int
+    resumable: bool = True
+    kind: str = "batch"
+    command: str = ""
+    sim_duration_s: int | None = None
+    priority: str = "normal"
+
+
+def _project_for(user, path: str):
+    from budgets.access import user_projects
+
+    if not path:
+        return None
+    project = user_projects(user).filter(slug_path=path).first()
+    if project is None:
+        raise JobPermissionError(
+            "project", f"you are not a member of project {path!r} (or it does not exist)"
+        )
+    return project
+
+
+def _cluster_for(name: str) -> Cluster:
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is None:
+        raise JobValidationError("cluster", f"no cluster named {name!r}")
+    return cluster
+
+
+def _check_shape(request: JobRequest, cluster: Cluster) -> None:
+    if request.gpus < 1:
+        raise JobValidationError("gpus", "a job needs at least 1 GPU")
+    sizes = list(cluster.nodes.filter(present=True).values_list("gpus", flat=True))
+    per_node = max(sizes, default=0)
+    if request.gpus > sum(sizes):
+        raise JobValidationError(
+            "gpus", f"{request.gpus} GPUs is more than cluster {cluster.name} has ({sum(sizes)})"
+        )
+    if request.gpus > per_node and per_node and request.gpus % per_node:
+        raise JobValidationError(
+            "gpus",
+            f"a job larger than one node takes whole nodes: ask for a multiple of {per_node}",
+        )
+
+
+def _check_runtime(request: JobRequest) -> None:
+    cap = settings.ALLOT_MAX_MIN_RUNTIME_S
+    if request.min_runtime_s < 60:
+        raise JobValidationError("min_runtime_s", "the minimum runtime is at least 60 seconds")
+    if request.kind == Job.Kind.INTERACTIVE and request.min_runtime_s > INTERACTIVE_MAX_RUNTIME_S:
+        raise JobValidationError(
+            "min_runtime_s",
+            f"interactive sessions are protected for at most {INTERACTIVE_MAX_RUNTIME_S // 3600} h",
+        )
+    if request.min_runtime_s > cap:
+        raise JobValidationError(
+            "min_runtime_s",
+            f"protection is capped at {cap // 3600} h; submit with {cap // 3600} h or less and "
+            "request longer protection through an extended_protection exception",
+        )
+
+
+def validate_request(user, request: JobRequest) -> tuple[Cluster, object]:
+    if not request.name.strip():
+        raise JobValidationError("name", "give the job a name")
+    if request.kind not in Job.Kind.values:
+        raise JobValidationError("kind", f"kind must be one of {', '.join(Job.Kind.values)}")
+    if request.priority not in PRIORITIES:
+        raise JobValidationError("priority", f"priority must be one of {', '.join(PRIORITIES)}")
+    if request.sim_duration_s is not None and not 1 <= request.sim_duration_s <= MAX_SIM_DURATION_S:
+        raise JobValidationError("sim_duration_s", "must be between 1 s and 90 days")
+    cluster = _cluster_for(request.cluster)
+    project = _project_for(user, request.project)
+    _check_shape(request, cluster)
+    _check_runtime(request)
+    return cluster, project
+
+
+@transaction.atomic
+def submit_job(user, request: JobRequest) -> Job:
+    """Queue a job. The next scheduling pass decides its funding and placement."""
+    cluster, project = validate_request(user, request)
+    now = timezone.now()
+    job = Job.objects.create(
+        name=request.name.strip(),
+        owner=user,
+        project=project,
+        cluster=cluster,
+        gpus=request.gpus,
+        min_runtime_s=request.min_runtime_s,
+        resumable=request.resumable,
+        kind=request.kind,
+        command=request.command,
+        sim_duration_s=request.sim_duration_s,
+        priority=request.priority,
+        submitted_at=now,
+        pending_code="New",
+        pending_message="Waiting for the next scheduling pass.",
+    )
+    JobEvent.objects.create(job=job, at=now, kind="submitted", message=f"{job.gpus} GPUs")
+    return job
+
+
+def can_cancel(user, job: Job) -> bool:
+    from budgets.access import is_cluster_admin
+
+    return job.owner_id == user.pk or is_cluster_admin(user)
+
+
+@transaction.atomic
+def cancel_job(user, job_id: int) -> Job:
+    from scheduling import accounting, dispatch
+
+    job = Job.objects.select_for_update().get(pk=job_id)
+    if not can_cancel(user, job):
+        raise JobPermissionError(None, "only the job's owner or a cluster admin can cancel it")
+    if job.is_terminal:
+        raise JobValidationError("state", f"job #{job.pk} is already {job.state}")
+    now = timezone.now()
+    was_running = job.state == Job.State.RUNNING
+    if was_running:
+        accounting.close_run(job, now)
+    transition(job, Job.State.CANCELLED, now, f"cancelled by {user.username}", ended_at=now,
+               pending_code="", queue_position=None, estimated_start=None)
+    if was_running or job.external_id:
+        dispatch.enqueue_cancel(job)
+    return job
+
+
+@transaction.atomic
+def set_node_drain(user, node_id: int, drained: bool, reason: str = "") -> Node:
+    from budgets.access import is_cluster_admin
+
+    if not is_cluster_admin(user):
+        raise JobPermissionError(None, "only cluster admins drain nodes")
+    node = Node.objects.select_for_update().select_related("cluster").get(pk=node_id)
+    now = timezone.now()
+    if drained:
+        if not reason.strip():
+            raise JobValidationError("reason", "say why the node is drained")
+        fields = dict(drained=True, drain_reason=reason.strip()[:200], drain_requested_at=now,
+                      drain_requested_by=user, drained_by=None)
+    else:
+        fields = dict(drained=False, drain_reason="", drain_requested_at=None,
+                      drain_requested_by=None, drained_by=None)
+    for name, value in fields.items():
+        setattr(node, name, value)
+    node.save(update_fields=list(fields))
+    from scheduling import dispatch
+
+    dispatch.enqueue_drain(node)
+    return node

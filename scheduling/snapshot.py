@@ -1,0 +1,138 @@
+"""Database → engine: one cluster's state as the engine's frozen Snapshot.
+
+A fixed number of queries whatever the queue length: budgets with balances (3), own windowed
+usage (1), per-user usage (1), nodes (1), jobs (1), GPU types (1), reservations.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.db.models import Sum
+from django.utils import timezone
+
+from scheduling.engine import model as m
+from scheduling.models import Cluster, Job
+
+
+def epoch(moment: datetime | None) -> float:
+    return moment.timestamp() if moment else 0.0
+
+
+def from_epoch(seconds: float | None) -> datetime | None:
+    if seconds is None or seconds == float("inf"):
+        return None
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+@dataclass
+class SnapshotContext:
+    """What the pass needs besides the snapshot: the rows behind the engine's ids."""
+
+    snapshot: m.Snapshot
+    jobs: dict[str, Job] = field(default_factory=dict)
+    cost_factors: dict[str, float] = field(default_factory=dict)
+
+
+def _budgets(now: datetime) -> tuple[tuple[m.BudgetNode, ...], dict[int, str]]:
+    from budgets.balances import tree_stats, window_start
+    from budgets.models import UsageEntry
+
+    stats = tree_stats()
+    own_usage = dict(
+        UsageEntry.objects.filter(
+            interval_start__gte=window_start(now), interval_start__lt=now
+        )
+        .values_list("node_id")
+        .annotate(total=Sum("cost_gpu_seconds"))
+        .order_by()
+    )
+    nodes, paths = [], {}
+    for pk, s in stats.items():
+        paths[pk] = s.node.slug_path
+        if s.node.is_root:
+            continue
+        basis = s.node.weight if s.node.weight is not None else s.grant_gpu_hours
+        nodes.append(
+            m.BudgetNode(
+                path=s.node.slug_path,
+                share=float(basis),
+                usage_gpu_s=float(own_usage.get(pk, 0)),
+                remaining_gpu_s=float(s.remaining_gpu_hours) * 3600.0,
+            )
+        )
+    nodes.sort(key=lambda n: n.path)
+    return tuple(nodes), paths
+
+
+def _user_usage(now: datetime, paths: dict[int, str], users: dict[int, str]):
+    from budgets.balances import windowed_user_usage
+
+    usage: dict[tuple[str, str], float] = defaultdict(float)
+    for (node_id, user_id), total in windowed_user_usage(now).items():
+        if node_id in paths and user_id in users:
+            usage[(paths[node_id], users[user_id])] += float(total)
+    return dict(usage)
+
+
+def _reservations(cluster: Cluster, now: datetime) -> tuple[m.Reservation, ...]:
+    """Approved reservation exceptions for this cluster, if the exceptions workflow is there."""
+    try:
+        from budgets.exceptions_inputs import reservations_for_cluster
+    except ImportError:
+        return ()
+    return tuple(reservations_for_cluster(cluster, now))
+
+
+def build_snapshot(cluster: Cluster, now: datetime | None = None) -> SnapshotContext:
+    from budgets.models import GpuType
+
+    now = now or timezone.now()
+    budgets, paths = _budgets(now)
+    cost = {name: float(f) for name, f in GpuType.objects.values_list("name", "cost_factor")}
+    nodes = tuple(
+        m.Node(name=n.name, cluster=cluster.name, gpu_type=n.gpu_type, gpus=n.gpus,
+               drained=n.drained)
+        for n in cluster.nodes.filter(present=True).order_by("name")
+    )
+    jobs = list(
+        Job.objects.filter(cluster=cluster, state__in=[Job.State.PENDING, Job.State.RUNNING])
+        .select_related("owner")
+        .order_by("submitted_at", "id")
+    )
+    users = {j.owner_id: j.owner.username for j in jobs}
+    running, pending = [], []
+    for job in jobs:
+        project = paths.get(job.project_id, "") if job.project_id else ""
+        if job.state == Job.State.RUNNING:
+            running.append(m.RunningJob(
+                id=str(job.pk), project=project, user=users[job.owner_id], gpus=job.gpus,
+                nodes=tuple((name, gpus) for name, gpus in job.nodes),
+                start_s=epoch(job.started_at), protected_until_s=epoch(job.protected_until),
+                funded=job.funded, kind=job.kind, resumable=job.resumable,
+                submit_s=epoch(job.submitted_at), protection_source=job.protection_source,
+            ))
+        else:
+            pending.append(m.PendingJob(
+                id=str(job.pk), project=project, user=users[job.owner_id], gpus=job.gpus,
+                submit_s=epoch(job.submitted_at), min_runtime_s=float(job.min_runtime_s),
+                cluster=cluster.name, kind=job.kind, resumable=job.resumable,
+                priority=job.priority, held=job.held,
+                max_protection_s=float(job.max_protection_s) if job.max_protection_s else None,
+            ))
+    policy = m.Policy(
+        name="fairshare",
+        max_min_runtime_s=float(settings.ALLOT_MAX_MIN_RUNTIME_S),
+        interactive_pool_gpus={cluster.name: cluster.interactive_pool_gpus},
+    )
+    snapshot = m.Snapshot(
+        now_s=epoch(now), nodes=nodes, budgets=budgets, running=tuple(running),
+        pending=tuple(pending), gpu_cost=cost,
+        user_usage_gpu_s=_user_usage(now, paths, users),
+        reservations=_reservations(cluster, now), policy=policy,
+    )
+    return SnapshotContext(snapshot=snapshot, jobs={str(j.pk): j for j in jobs},
+                           cost_factors=cost)
