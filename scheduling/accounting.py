@@ -29,20 +29,30 @@ def protected_window_cost(job: Job, cost_factor: Decimal, protected_s: int) -> i
     return int(Decimal(job.gpus * protected_s) * cost_factor)
 
 
-def hold_start_lien(job: Job, protected_s: int) -> None:
-    from budgets import services as budget_services
+def hold_start_lien(job: Job, protected_s: int) -> bool:
+    """Hold the protected window's cost. False when the balance no longer covers it (another
+    cluster's pass spent it first): the job then runs unfunded."""
+    from budgets import ledger
+    from budgets.errors import InsufficientFunds
 
     if not job.funded or job.project_id is None:
-        return
+        return False
     gpu_type = _gpu_type(job)
-    budget_services.hold_lien(
-        job.project, job.pk, protected_window_cost(job, gpu_type.cost_factor, protected_s)
-    )
+    try:
+        with transaction.atomic():
+            ledger.hold_lien(
+                job.project, job.pk, protected_window_cost(job, gpu_type.cost_factor, protected_s)
+            )
+    except InsufficientFunds:
+        Job.objects.filter(pk=job.pk).update(funded=False)
+        job.funded = False
+        return False
+    return True
 
 
 def _charge_until(job: Job, until: datetime) -> int:
     """Charge [last_charged_at, until) for one job; return the GPU-seconds charged."""
-    from budgets import services as budget_services
+    from budgets import ledger
 
     start = job.last_charged_at or job.started_at
     if not job.funded or job.project_id is None or start is None or until <= start:
@@ -56,7 +66,7 @@ def _charge_until(job: Job, until: datetime) -> int:
     )
     if advanced != 1:  # another worker charged this interval first
         return 0
-    budget_services.charge_usage(
+    ledger.charge_usage(
         job.project, job.pk, job.owner, _gpu_type(job), start, end, job.gpus * seconds
     )
     job.last_charged_at = end
@@ -80,11 +90,11 @@ def charge_running_jobs(now: datetime | None = None) -> int:
 
 def close_run(job: Job, now: datetime) -> None:
     """A run ends (finish, preemption, cancel): charge to ``now``, keep progress, drop the lien."""
-    from budgets import services as budget_services
+    from budgets import ledger
 
     _charge_until(job, now)
     if job.funded:
-        budget_services.release_lien(job.pk)
+        ledger.release_lien(job.pk)
     if job.started_at:
         ran = max(0, int((now - job.started_at).total_seconds()))
         job.run_seconds_done = job.run_seconds_done + ran if job.resumable else 0

@@ -1,3 +1,9 @@
-from django.urls import path  # noqa: F401
+from rest_framework.routers import SimpleRouter
 
-urlpatterns: list = []
+from scheduling.api import ClusterViewSet, JobViewSet
+
+router = SimpleRouter()
+router.register("jobs", JobViewSet, basename="job")
+router.register("clusters", ClusterViewSet, basename="cluster")
+
+urlpatterns = router.urls

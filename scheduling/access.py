@@ -1,0 +1,62 @@
+"""Who may see and act on jobs and clusters: the one choke point for pages and endpoints.
+
+A job is visible to its owner, to cluster admins, and to whoever can see its project in the
+budget tree (its project's members, the program manager above it, leadership). Unfunded jobs
+without a project are visible to their owner, cluster admins and leadership.
+"""
+
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q
+from django.http import Http404
+
+from scheduling.models import Cluster, Job, Node
+
+
+def visible_jobs(user):
+    from budgets.access import is_cluster_admin, is_leadership, visible_nodes
+
+    jobs = Job.objects.all()
+    if is_cluster_admin(user):
+        return jobs
+    scope = Q(owner=user) | Q(project__in=visible_nodes(user).values("pk"))
+    if is_leadership(user):
+        scope |= Q(project__isnull=True)
+    return jobs.filter(scope)
+
+
+def get_job_for_user(user, pk, write=False) -> Job:
+    """The job if the user may see it (404 otherwise); with ``write``, only its owner or a
+    cluster admin may act on it (403)."""
+    from budgets.access import is_cluster_admin
+
+    try:
+        job = (
+            visible_jobs(user)
+            .select_related("owner", "project", "cluster")
+            .get(pk=pk)
+        )
+    except (Job.DoesNotExist, ValueError, TypeError):
+        raise Http404("No such job") from None
+    if write and job.owner_id != user.pk and not is_cluster_admin(user):
+        raise PermissionDenied("Only the job's owner or a cluster admin can do that")
+    return job
+
+
+def get_cluster(name_or_pk) -> Cluster:
+    try:
+        if str(name_or_pk).isdigit():
+            return Cluster.objects.get(pk=int(name_or_pk))
+        return Cluster.objects.get(name=name_or_pk)
+    except Cluster.DoesNotExist:
+        raise Http404("No such cluster") from None
+
+
+def get_node_for_admin(user, pk) -> Node:
+    from budgets.access import is_cluster_admin
+
+    if not is_cluster_admin(user):
+        raise PermissionDenied("Only cluster admins drain nodes")
+    try:
+        return Node.objects.select_related("cluster").get(pk=pk)
+    except (Node.DoesNotExist, ValueError, TypeError):
+        raise Http404("No such node") from None

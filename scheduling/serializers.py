@@ -1,0 +1,76 @@
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from scheduling.models import Cluster, Job, Node
+
+
+class JobSubmitSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    project = serializers.CharField(allow_blank=True, default="",
+                                    help_text="Budget path such as nlp/olmo; empty = unfunded")
+    cluster = serializers.CharField(max_length=64)
+    gpus = serializers.IntegerField(min_value=1, max_value=100_000)
+    min_runtime_s = serializers.IntegerField(min_value=60, max_value=10**7)
+    resumable = serializers.BooleanField(default=True)
+    kind = serializers.ChoiceField(choices=Job.Kind.values, default="batch")
+    command = serializers.CharField(allow_blank=True, default="", max_length=10_000)
+    sim_duration_s = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    priority = serializers.ChoiceField(choices=["low", "normal", "high", "urgent"],
+                                       default="normal")
+
+
+
+class JobSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    project = serializers.SerializerMethodField()
+    cluster = serializers.CharField(source="cluster.name", read_only=True)
+    pending_reason = serializers.SerializerMethodField()
+    nodes = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "name", "owner", "project", "cluster", "gpus", "min_runtime_s", "resumable",
+            "kind", "command", "sim_duration_s", "priority", "state", "submitted_at",
+            "started_at", "ended_at", "funded", "protected_until", "protection_source",
+            "queue_position", "pending_reason", "estimated_start", "nodes", "attempt",
+            "gpu_utilization",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField(allow_blank=True))
+    def get_project(self, job) -> str:
+        return job.project.slug_path if job.project_id else ""
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_pending_reason(self, job):
+        if job.state != Job.State.PENDING:
+            return None
+        return {"code": job.pending_code, "message": job.pending_message}
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_nodes(self, job) -> list[str]:
+        return [name for name, _ in job.nodes]
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Node
+        fields = ["id", "name", "gpus", "gpu_type", "present", "drained", "drain_reason",
+                  "drain_requested_at", "drained_by"]
+        read_only_fields = fields
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    nodes = NodeSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Cluster
+        fields = ["id", "name", "backend", "gpu_type", "interactive_pool_gpus", "reachable",
+                  "last_error", "last_sync_at", "last_pass_at", "last_pass_ms", "nodes"]
+        read_only_fields = fields
+
+
+class DrainSerializer(serializers.Serializer):
+    drained = serializers.BooleanField(default=True)
+    reason = serializers.CharField(allow_blank=True, default="", max_length=200)
