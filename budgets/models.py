@@ -63,10 +63,6 @@ class BudgetNode(MP_Node):
         return self.slug_path or self.name
 
     @property
-    def is_root(self) -> bool:
-        return self.depth == 1
-
-    @property
     def label(self) -> str:
         """The path shown to people: the slug path, or the name for the root."""
         return self.slug_path or self.name

@@ -1,0 +1,131 @@
+"""Who may see and change which budget nodes: the one choke point every page and endpoint uses.
+
+Scope is a set of subtrees. A role on a node covers the node and everything below it:
+
+- leadership: sees its subtree (usually the whole tree) and sets any grant in it;
+- program manager: sees its program and sub-allocates below it (not the program's own grant,
+  which is leadership's call);
+- project lead: sees its project and sub-allocates below it, if the project has levels;
+- researcher: sees its projects, changes no grant;
+- cluster admin (a role row without a node, the "cluster-admins" group, or a superuser): sees
+  the whole tree to run the clusters, changes no grant.
+
+The user's roles are read once per request and cached on the user object.
+"""
+
+from django.contrib.auth.models import AnonymousUser
+from django.core.exceptions import PermissionDenied
+from django.db.models import Exists, OuterRef, Q
+from django.http import Http404
+
+from budgets.models import BudgetNode, Role, RoleKind
+
+CLUSTER_ADMIN_GROUP = "cluster-admins"
+EDITING_BELOW = {RoleKind.PROGRAM_MANAGER, RoleKind.PROJECT_LEAD}
+SUBMITTING = {RoleKind.RESEARCHER, RoleKind.PROJECT_LEAD, RoleKind.PROGRAM_MANAGER}
+
+
+def _roles(user) -> list[tuple[str, str | None]]:
+    """[(role, node path or None)], read once and cached on the user object."""
+    if user is None or isinstance(user, AnonymousUser) or not user.is_authenticated:
+        return []
+    cached = getattr(user, "_allot_budget_roles", None)
+    if cached is None:
+        cached = list(Role.objects.filter(user=user).values_list("role", "node__path"))
+        if user.is_superuser or user.groups.filter(name=CLUSTER_ADMIN_GROUP).exists():
+            cached.append((RoleKind.CLUSTER_ADMIN, None))
+        user._allot_budget_roles = cached
+    return cached
+
+
+def forget_roles(user) -> None:
+    """Drop the cached roles (after granting a role in the same request or test)."""
+    if hasattr(user, "_allot_budget_roles"):
+        del user._allot_budget_roles
+
+
+def is_cluster_admin(user) -> bool:
+    return any(role == RoleKind.CLUSTER_ADMIN for role, _ in _roles(user))
+
+
+def is_leadership(user) -> bool:
+    return any(role == RoleKind.LEADERSHIP for role, _ in _roles(user))
+
+
+def _scope_paths(user) -> list[str]:
+    return [path for role, path in _roles(user) if path]
+
+
+def visible_nodes(user):
+    """Active nodes the user may see, in tree order."""
+    active = BudgetNode.objects.filter(archived=False).order_by("path")
+    if is_cluster_admin(user):
+        return active
+    paths = _scope_paths(user)
+    if not paths:
+        return active.none()
+    scope = Q()
+    for path in paths:
+        scope |= Q(path__startswith=path)
+    return active.filter(scope)
+
+
+def can_see(user, node) -> bool:
+    if is_cluster_admin(user):
+        return True
+    return any(node.path.startswith(path) for path in _scope_paths(user))
+
+
+def can_edit_grant(user, node) -> bool:
+    """Leadership sets any grant in its subtree, its own node's included; a program manager or
+    project lead sets the grants strictly below its node."""
+    if node.archived:
+        return False
+    for role, path in _roles(user):
+        if not path:
+            continue
+        if role == RoleKind.LEADERSHIP and node.path.startswith(path):
+            return True
+        if role in EDITING_BELOW and node.path.startswith(path) and node.path != path:
+            return True
+    return False
+
+
+def can_manage_structure(user, parent) -> bool:
+    """Creating, renaming, moving or archiving a node is allowed where setting its grant is;
+    for a new child, that is decided on the parent it goes under."""
+    return can_edit_grant(user, parent) or any(
+        role in EDITING_BELOW and parent.path == path for role, path in _roles(user)
+    )
+
+
+def get_node_for_user(user, pk, write=False) -> BudgetNode:
+    """The node, if the user may see it (and, with `write`, change its grant); otherwise
+    Http404 for a node outside their scope — a manager does not learn another program's
+    nodes exist — and PermissionDenied for a visible node they may not change."""
+    try:
+        node = BudgetNode.objects.get(pk=pk, archived=False)
+    except (BudgetNode.DoesNotExist, ValueError, TypeError):
+        raise Http404("No such budget node") from None
+    if not can_see(user, node):
+        raise Http404("No such budget node")
+    if write and not can_edit_grant(user, node):
+        raise PermissionDenied("You cannot change this budget")
+    return node
+
+
+def user_projects(user):
+    """The leaf projects the user may submit jobs into: leaves under their researcher,
+    project lead or program manager roles."""
+    paths = [path for role, path in _roles(user) if path and role in SUBMITTING]
+    if not paths:
+        return BudgetNode.objects.none()
+    scope = Q()
+    for path in paths:
+        scope |= Q(path__startswith=path)
+    leaves = BudgetNode.objects.filter(scope, archived=False, depth__gt=1)
+    # A project is a leaf when none of its children is active (archived ones do not count).
+    has_active_child = BudgetNode.objects.filter(
+        archived=False, path__startswith=OuterRef("path"), depth=OuterRef("depth") + 1
+    )
+    return leaves.exclude(Exists(has_active_child)).order_by("path")
