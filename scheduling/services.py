@@ -4,6 +4,7 @@ in the job's timeline (governance changes to budgets are audited by budgets.serv
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -175,3 +176,36 @@ def set_node_drain(user, node_id: int, drained: bool, reason: str = "") -> Node:
 
     dispatch.enqueue_drain(node)
     return node
+
+
+@transaction.atomic
+def apply_protection_exception(job_id: int, protected_s: int, source: str) -> Job:
+    """An approved extended_protection exception: the job may be protected for ``protected_s``
+    from each start (beyond the 8 h cap). A running job's current protection is extended now."""
+    job = Job.objects.select_for_update().get(pk=job_id)
+    fields = {"max_protection_s": protected_s, "protection_source": source[:100]}
+    if job.state == Job.State.RUNNING and job.started_at:
+        fields["protected_until"] = job.started_at + timedelta(seconds=protected_s)
+    Job.objects.filter(pk=job.pk).update(**fields)
+    JobEvent.objects.create(job=job, at=timezone.now(), kind="protection",
+                            message=f"protection extended to {protected_s / 3600:g} h by {source}")
+    job.refresh_from_db()
+    return job
+
+
+@transaction.atomic
+def revoke_protection_exception(job_id: int, source: str) -> Job:
+    """The exception expired or was withdrawn: back to the job's own contract. A running job
+    keeps at most its declared minimum runtime of protection from its current start."""
+    job = Job.objects.select_for_update().get(pk=job_id)
+    if job.protection_source != source[:100]:
+        return job
+    fields = {"max_protection_s": None, "protection_source": "contract"}
+    if job.state == Job.State.RUNNING and job.started_at:
+        contract_end = job.started_at + timedelta(seconds=job.min_runtime_s)
+        fields["protected_until"] = min(job.protected_until or contract_end, contract_end)
+    Job.objects.filter(pk=job.pk).update(**fields)
+    JobEvent.objects.create(job=job, at=timezone.now(), kind="protection",
+                            message=f"{source} ended; protection back to the job's contract")
+    job.refresh_from_db()
+    return job
