@@ -36,7 +36,7 @@ from scheduling.engine.preempt import earliest_nodes, find_victims
 from scheduling.engine.report import drain_times, explanations, pending_infos
 from scheduling.engine.state import PassState
 
-MAX_VICTIM_SEARCHES_PER_POOL = 64  # bounds a pass on a saturated cluster (cf. bf_max_job_test)
+MAX_VICTIM_SEARCHES_PER_POOL = 16  # bounds a pass on a saturated cluster (cf. bf_max_job_test)
 
 
 class Pass:
@@ -51,7 +51,10 @@ class Pass:
         self.holder_of: dict[str, tuple[Pool, float]] = {}
         self.blocked_pools: set[int] = set()  # pools where a better-ranked job waits
         self.searches: dict[int, int] = {}
-        self.failed_search: dict[int, list[tuple[int, int]]] = {}
+        # Smallest job that found no victims, per pool. The queue is in rank order, so every
+        # later job ranks the same or lower and has no more victims to choose from (up to
+        # ties in standing, where a later search might have found some: a bounded miss).
+        self.failed_search: dict[int, int] = {}
 
     # ---- steps ---------------------------------------------------------------------------
 
@@ -156,6 +159,11 @@ class Pass:
         """Place a funded job or record why it waits. False: it is unfunded (try later)."""
         st = self.st
         pools = st.pools_for(job)
+        if len(pools) == 1 and self.fairshare and self._hopeless(pools[0], job):
+            if not st.can_fund(job, pools[0]):
+                return False
+            self.funded_fail[job.id] = "Priority"  # fast path: a better job already waits here
+            return True
         fundable = [p for p in pools if st.can_fund(job, p)]
         if not fundable:
             return False if self.fairshare else self._greedy(job, pools, funded=False)
@@ -174,7 +182,8 @@ class Pass:
             found = find_victims(st, pool, job)
             self.searches[id(pool)] = self.searches.get(id(pool), 0) + 1
             if found is None:
-                self.failed_search.setdefault(id(pool), []).append((rank, job.gpus))
+                old = self.failed_search.get(id(pool), job.gpus)
+                self.failed_search[id(pool)] = min(old, job.gpus)
             elif best is None or found[0] < best[0]:
                 best = (found[0], pool, found[1], found[2])
         if best is not None:
@@ -194,10 +203,25 @@ class Pass:
         self.funded_fail[job.id] = "Unfunded" if not funded else "Resources"
         return True
 
+    def _hopeless(self, pool: Pool, job: PendingJob) -> bool:
+        """A better-ranked job already waits in this pool, nothing fits and no victim search
+        can succeed: the job waits for Priority without further work. Most of a saturated
+        queue takes this path, which keeps a pass O(n log n) with a small constant."""
+        return (
+            id(pool) in self.blocked_pools
+            and (
+                job.gpus > pool.max_free()
+                if not pool.is_multi(job.gpus)
+                else len(pool.whole) * pool.max_size < job.gpus
+            )
+            and all(pool.free[i] < job.gpus for i in pool.held)
+            and self._search_futile(pool, 0, job.gpus)
+        )
+
     def _search_futile(self, pool: Pool, rank: int, gpus: int) -> bool:
         if self.searches.get(id(pool), 0) >= MAX_VICTIM_SEARCHES_PER_POOL:
             return True
-        return any(r <= rank and g <= gpus for r, g in self.failed_search.get(id(pool), ()))
+        return self.failed_search.get(id(pool), gpus + 1) <= gpus
 
     def _reserve(self, job: PendingJob, pools: list[Pool]) -> None:
         st = self.st

@@ -36,11 +36,16 @@ class Pool:
     jobs: list[dict[str, int]]  # per node: running job id -> GPUs it uses there
     by_free: dict[int, set[int]] = field(default_factory=dict)
     held: dict[int, Held] = field(default_factory=dict)
+    whole: set[int] = field(default_factory=set)  # listed nodes with every GPU free
     max_size: int = 0
+    _fits: dict[int, bool] = field(default_factory=dict)
+    _max_free: int = -1
     total_gpus: int = 0  # on nodes that are not drained
 
     def index(self) -> None:
         self.by_free = {}
+        self.whole = set()
+        self._max_free = -1
         self.max_size = max(self.size, default=0)
         self.total_gpus = 0
         for i, f in enumerate(self.free):
@@ -49,15 +54,21 @@ class Pool:
             self.total_gpus += self.size[i]
             if i not in self.held:
                 self.by_free.setdefault(f, set()).add(i)
+                if f == self.size[i] and f > 0:
+                    self.whole.add(i)
 
     def _unlist(self, i: int) -> None:
+        self._max_free = -1
         bucket = self.by_free.get(self.free[i])
         if bucket is not None:
             bucket.discard(i)
+        self.whole.discard(i)
 
     def _list(self, i: int) -> None:
         if not self.drained[i] and i not in self.held:
             self.by_free.setdefault(self.free[i], set()).add(i)
+            if self.free[i] == self.size[i] and self.free[i] > 0:
+                self.whole.add(i)
 
     def take(self, i: int, job_id: str, gpus: int) -> None:
         self._unlist(i)
@@ -76,22 +87,29 @@ class Pool:
         self.held[i] = held
 
     def max_free(self) -> int:
-        for f in range(self.max_size, 0, -1):
-            if self.by_free.get(f):
-                return f
-        return 0
+        """Most free GPUs on one listed node; cached until the next take/release/hold."""
+        if self._max_free < 0:
+            self._max_free = 0
+            for f in range(self.max_size, 0, -1):
+                if self.by_free.get(f):
+                    self._max_free = f
+                    break
+        return self._max_free
 
     def whole_free(self) -> list[int]:
-        out: list[int] = []
-        for f, bucket in self.by_free.items():
-            out.extend(i for i in bucket if f == self.size[i] and f > 0)
-        return out
+        return list(self.whole)
 
     def is_multi(self, gpus: int) -> bool:
         return gpus > self.max_size
 
     def fits_ever(self, gpus: int) -> bool:
         """Could this pool hold the job if it were empty (drained nodes left out)?"""
+        hit = self._fits.get(gpus)
+        if hit is None:
+            hit = self._fits[gpus] = self._fits_ever(gpus)
+        return hit
+
+    def _fits_ever(self, gpus: int) -> bool:
         if not self.is_multi(gpus):
             return any(s >= gpus for s, d in zip(self.size, self.drained, strict=True) if not d)
         return gpus <= self.total_gpus
@@ -105,10 +123,11 @@ class Pool:
         """Best-fit placement among free, unheld nodes, then among held nodes the caller may
         backfill (``usable_held(held) -> bool``). Returns ((node index, GPUs), ...)."""
         if not self.is_multi(gpus):
-            for f in range(gpus, self.max_size + 1):
-                bucket = self.by_free.get(f)
-                if bucket:
-                    return ((min(bucket), gpus),)
+            if gpus <= self.max_free():
+                for f in range(gpus, self.max_size + 1):
+                    bucket = self.by_free.get(f)
+                    if bucket:
+                        return ((min(bucket), gpus),)
             if usable_held is not None:
                 best = None
                 for i, h in self.held.items():
@@ -118,6 +137,8 @@ class Pool:
                             best = cand
                 if best is not None:
                     return ((best[1], gpus),)
+            return None
+        if usable_held is None and len(self.whole) * self.max_size < gpus:
             return None
         whole = self.whole_free()
         if usable_held is not None:

@@ -71,6 +71,8 @@ def find_victims(st: PassState, pool: Pool, job: PendingJob, any_rank: bool = Fa
             key = (found[0], pool.names[i])
             if best is None or key < best[0]:
                 best = (key, ((i, job.gpus),), found[1])
+                if found[0] == (0, 1, 1):
+                    break  # one unfunded 1-GPU victim: nothing can be cheaper (names ascend)
         return None if best is None else (best[0][0], best[1], best[2])
     options = []
     for i in range(len(pool.names)):

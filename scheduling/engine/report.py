@@ -49,16 +49,30 @@ def _message(code: str, job: PendingJob, pass_) -> str:
     return MESSAGES[code].format(user=job.user, gpus=job.gpus)
 
 
-def _code(pass_, job: PendingJob, pools: list[Pool]) -> str:
+def _code(pass_, job: PendingJob, pools: list[Pool], cache: dict) -> str:
     if job.held:
         return "Held"
-    if not any(p.fits_ever(job.gpus) for p in pools):
-        return "Drain" if any(p.fits_if_undrained(job.gpus) for p in pools) else "ExceedsCapacity"
+    key = (job.cluster, job.gpu_type, job.gpus)
+    fits = cache.get(key)
+    if fits is None:
+        if any(p.fits_ever(job.gpus) for p in pools):
+            fits = ""
+        elif any(p.fits_if_undrained(job.gpus) for p in pools):
+            fits = "Drain"
+        else:
+            fits = "ExceedsCapacity"
+        cache[key] = fits
+    if fits:
+        return fits
     code = pass_.funded_fail.get(job.id, "Priority")
     if code in ("Priority", "Resources") and job.id not in pass_.holder_of:
-        if any(p.held for p in pools) and any(
-            p.find(job.gpus, lambda h: True) is not None for p in pools
-        ):
+        rkey = ("held", job.cluster, job.gpu_type, job.gpus)
+        on_held = cache.get(rkey)
+        if on_held is None:
+            on_held = cache[rkey] = any(
+                p.held and p.find(job.gpus, lambda h: True) is not None for p in pools
+            )
+        if on_held:
             return "Reservation"
     return code
 
@@ -90,29 +104,40 @@ class _Fluid:
 
 
 def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
+    """``waiting`` comes in queue order; unfunded jobs are reported behind funded ones."""
     st = pass_.st
-    coded = []
+    cache: dict = {}
+    first, last = [], []
     for job in waiting:
         pools = st.pools_for(job)
-        code = _code(pass_, job, pools)
-        coded.append((code == "Unfunded", st.order_key(job), job, code, pools))
-    coded.sort(key=lambda c: (c[0], c[1]))
-    fluids: dict[int, _Fluid] = {}
+        code = _code(pass_, job, pools, cache)
+        (last if code == "Unfunded" else first).append((job, code, pools))
+    fluids: dict = {}
+    by_pool: dict[int, _Fluid] = {}
     positions: dict[str, int] = {}
+    messages: dict = {}
     out: dict[str, PendingInfo] = {}
-    for _, _, job, code, pools in coded:
+    holder_of = pass_.holder_of
+    protection = st.protection
+    no_estimate = ("Held", "ExceedsCapacity", "Drain")
+    for job, code, pools in first + last:
         key = job.cluster or ""
-        positions[key] = positions.get(key, 0) + 1
+        position = positions[key] = positions.get(key, 0) + 1
         estimate = None
-        if code not in ("Held", "ExceedsCapacity", "Drain"):
-            pool = next((p for p in pools if p.fits_ever(job.gpus)), None)
-            if pool is not None:
-                fluid = fluids.get(id(pool))
-                if fluid is None:
-                    fluid = fluids[id(pool)] = _Fluid(st, pool)
-                held = pass_.holder_of.get(job.id)
-                estimate = fluid.admit(job.gpus, st.protection(job), held[1] if held else None)
-        out[job.id] = PendingInfo(code, _message(code, job, pass_), positions[key], estimate)
+        held = holder_of.get(job.id)
+        if code not in no_estimate:
+            pkey = (job.cluster, job.gpu_type, job.gpus)
+            fluid = fluids.get(pkey)
+            if fluid is None:
+                pool = next((p for p in pools if p.fits_ever(job.gpus)), None)
+                fluid = fluids[pkey] = by_pool.setdefault(id(pool), _Fluid(st, pool)) if pool else False
+            if fluid:
+                estimate = fluid.admit(job.gpus, protection(job), held[1] if held else None)
+        mkey = (code, job.project, job.gpus, job.user if code == "InteractiveLimit" else "", held is not None)
+        message = messages.get(mkey)
+        if message is None:
+            message = messages[mkey] = _message(code, job, pass_)
+        out[job.id] = PendingInfo(code, message, position, estimate)
     return out
 
 
@@ -154,26 +179,35 @@ def _preemptible_by(st: PassState, job, drained: str | None, cache: dict) -> str
 def explanations(st: PassState) -> dict[str, Explanation]:
     out = {}
     cache: dict = {}
+    chains: dict = {}
+    any_drained = any(any(p.drained) for p in st.pools.values())
     for jid in sorted(st.running):
         job = st.running[jid]
         pool = st.pool_of(job)
         cost = st.cost(pool.gpu_type) if pool else 1.0
         drained = None
-        for name, _ in job.nodes:
-            at = st.node_at.get(name)
-            if at is not None and at[0].drained[at[1]]:
-                drained = name
-                break
-        known = job.project in st.tree.nodes
+        if any_drained:
+            for name, _ in job.nodes:
+                at = st.node_at.get(name)
+                if at is not None and at[0].drained[at[1]]:
+                    drained = name
+                    break
+        chain = chains.get((job.project, job.funded))
+        if chain is None:
+            known = job.project in st.tree.nodes
+            chain = chains[(job.project, job.funded)] = (
+                ancestors(job.project) if job.funded and known else (),
+                st.tree.standing(job.project) if known else (),
+            )
         out[jid] = Explanation(
-            job_id=jid,
-            funded=job.funded,
-            funding_chain=ancestors(job.project) if job.funded and known else (),
-            gpu_hours_per_hour=job.gpus * cost,
-            protected_until_s=job.protected_until_s,
-            protection_source=job.protection_source if job.funded else "none (unfunded)",
-            standing=st.tree.standing(job.project) if known else (),
-            preemptible_by=_preemptible_by(st, job, drained, cache),
+            jid,
+            job.funded,
+            chain[0],
+            job.gpus * cost,
+            job.protected_until_s,
+            job.protection_source if job.funded else "none (unfunded)",
+            chain[1],
+            _preemptible_by(st, job, drained, cache),
         )
     return out
 

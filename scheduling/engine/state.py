@@ -36,6 +36,7 @@ class PassState:
             self.add_running(job)
         for pool in self.pools.values():
             pool.index()
+        self._prot: dict[str, float] = {}
         self._pool_cache: dict[tuple[str | None, str | None], list[Pool]] = {}
 
     def add_running(self, job: RunningJob) -> None:
@@ -87,6 +88,12 @@ class PassState:
         return self.snap.gpu_cost.get(gpu_type, 1.0)
 
     def protection(self, job: PendingJob) -> float:
+        hit = self._prot.get(job.id)
+        if hit is None:
+            hit = self._prot[job.id] = self._protection(job)
+        return hit
+
+    def _protection(self, job: PendingJob) -> float:
         cap = job.max_protection_s if job.max_protection_s is not None else None
         cap = max(cap, self.policy.max_min_runtime_s) if cap is not None else None
         limit = cap if cap is not None else self.policy.max_min_runtime_s
