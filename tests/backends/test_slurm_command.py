@@ -1,0 +1,88 @@
+"""The command wrapper every Slurm call goes through: timeouts and errors sorted into
+BackendUnavailable (retry later) and BackendError (refused). Real processes, no Slurm needed."""
+
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from scheduling.backends.base import BackendError, BackendUnavailable
+from scheduling.backends.command import CommandRunner, error_message
+from scheduling.backends.slurm import UNAVAILABLE_PATTERNS, SlurmBackend
+
+FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
+HANG = [sys.executable, "-c", "import time; time.sleep(30)"]
+
+
+def slurm_like(stderr: str, code: int) -> list[str]:
+    """A command that prints what a Slurm client printed and exits like it."""
+    return [sys.executable, "-c", f"import sys; sys.stderr.write({stderr!r}); sys.exit({code})"]
+
+
+def test_a_command_that_never_answers_is_unavailable_within_the_timeout():
+    runner = CommandRunner(timeout_s=0.5)
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailable, match="did not answer within 0.5 s"):
+        runner.run(HANG)
+    assert time.monotonic() - started < 5
+
+
+def test_a_timeout_kills_the_whole_process_group(tmp_path):
+    marker = tmp_path / "still-alive"
+    script = f"sleep 1 && touch {marker}"
+    with pytest.raises(BackendUnavailable):
+        CommandRunner(timeout_s=0.3).run(["sh", "-c", f"({script}) & wait"])
+    time.sleep(1.5)
+    assert not marker.exists()
+
+
+def test_a_missing_binary_is_unavailable_not_a_crash():
+    with pytest.raises(BackendUnavailable, match="command not found"):
+        CommandRunner().run(["no-such-slurm-command"])
+
+
+def test_a_refusal_is_a_backend_error_carrying_slurms_own_words():
+    stderr = (FIXTURES / "sbatch_bad_node.txt").read_text()
+    runner = CommandRunner(unavailable_patterns=UNAVAILABLE_PATTERNS, label="slurm[x]")
+    with pytest.raises(BackendError, match="Invalid node name specified") as caught:
+        runner.run(slurm_like(stderr, 1))
+    assert not isinstance(caught.value, BackendUnavailable)
+
+
+def test_an_unreachable_controller_is_unavailable_even_though_the_client_exited():
+    stderr = (FIXTURES / "sbatch_controller_down.txt").read_text()
+    runner = CommandRunner(unavailable_patterns=UNAVAILABLE_PATTERNS)
+    with pytest.raises(BackendUnavailable, match="Unable to contact slurm controller"):
+        runner.run(slurm_like(stderr, 1))
+
+
+def test_without_check_a_non_zero_exit_is_returned_to_the_caller():
+    result = CommandRunner().run(slurm_like("gone\n", 1), check=False)
+    assert (result.returncode, result.stderr) == (1, "gone\n")
+
+
+def test_the_error_line_is_the_last_one_that_names_an_error():
+    assert error_message("info: a\nsbatch: error: bad\nhint: b\n") == "sbatch: error: bad"
+    assert error_message("", "only stdout\n") == "only stdout"
+    assert error_message("") == "no output"
+
+
+def test_a_prefix_runs_the_commands_through_another_program():
+    runner = CommandRunner(prefix="env ALLOT_PREFIX_TEST=1")
+    result = runner.run(["sh", "-c", "echo $ALLOT_PREFIX_TEST"])
+    assert result.stdout.strip() == "1"
+
+
+def test_a_slurm_backend_pointed_at_a_hanging_command_is_unavailable_for_every_call():
+    prefix = shlex.join(HANG)
+    backend = SlurmBackend("x", {"command_prefix": prefix, "command_timeout": "0.3"})
+    for call in (backend.sync, backend.discover_nodes, lambda: backend.cancel(1, "")):
+        with pytest.raises(BackendUnavailable):
+            call()
+
+
+def test_an_unknown_preempt_mode_is_refused_when_the_backend_is_built():
+    with pytest.raises(BackendError, match="preempt_mode"):
+        SlurmBackend("x", {"preempt_mode": "suspend"})

@@ -1,0 +1,211 @@
+"""The Slurm parsers, round-trip on output captured from the real harness
+(tests/backends/fixtures/slurm/capture.sh regenerates it). No Slurm needed."""
+
+from pathlib import Path
+
+import pytest
+
+from scheduling.backends.base import BackendError, BackendUnavailable, LaunchSpec, RemoteState
+from scheduling.backends.slurm import (
+    exit_code_from_status,
+    expand_hostlist,
+    format_comment,
+    parse_comment,
+    parse_gres_gpus,
+    parse_sbatch_parsable,
+    parse_scontrol_nodes,
+    parse_sinfo_json,
+    parse_squeue_json,
+    sbatch_args,
+    slurm_duration,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def spec(**overrides) -> LaunchSpec:
+    values = dict(
+        job_id=7,
+        attempt_key="7:2",
+        name="train llama",
+        user="alice",
+        project="nlp/olmo",
+        gpus=16,
+        nodes=("node1", "node2"),
+        gpus_per_node=8,
+        command="python train.py --lr 3e-4",
+    )
+    values.update(overrides)
+    return LaunchSpec(**values)
+
+
+def jobs_by_allot_id():
+    return {job.job_id: job for job in parse_squeue_json(fixture("squeue.json"))}
+
+
+def test_squeue_json_yields_only_allot_tagged_jobs():
+    assert sorted(jobs_by_allot_id()) == [101, 102, 103, 104, 105, 106]
+
+
+def test_squeue_json_maps_each_slurm_state_to_the_allot_state():
+    jobs = jobs_by_allot_id()
+    assert jobs[101].state is RemoteState.RUNNING
+    assert jobs[102].state is RemoteState.PREEMPTED  # cancelled by Allot: tagged preempted=1
+    assert jobs[103].state is RemoteState.PENDING
+    assert jobs[104].state is RemoteState.COMPLETED
+    assert jobs[105].state is RemoteState.FAILED
+    assert jobs[106].state is RemoteState.RUNNING
+
+
+def test_squeue_json_recovers_ids_nodes_and_exit_codes():
+    jobs = jobs_by_allot_id()
+    assert (jobs[101].external_id, jobs[101].attempt_key, jobs[101].nodes) == (
+        "1",
+        "101-1",
+        ("node1",),
+    )
+    assert jobs[104].attempt_key == "104:2"  # percent-encoded in the comment
+    assert jobs[106].nodes == ("node1", "node2")
+    assert jobs[103].nodes == ()
+    assert jobs[104].exit_code == 0
+    assert jobs[105].exit_code == 3
+    assert jobs[101].exit_code is None  # still running
+    assert jobs[103].extra["slurm_state"] == "PENDING"
+    assert jobs[101].extra["partition"] == "gpu"
+
+
+def test_squeue_json_filters_by_cluster_so_two_allot_clusters_can_share_one_slurm():
+    assert parse_squeue_json(fixture("squeue.json"), cluster="other") == []
+    assert len(parse_squeue_json(fixture("squeue.json"), cluster="allot-test")) == 6
+
+
+def test_squeue_json_of_a_controller_that_is_down_is_unavailable_not_an_empty_queue():
+    with pytest.raises(BackendUnavailable, match="looking for jobs"):
+        parse_squeue_json(fixture("squeue_controller_down.json"))
+
+
+def test_output_that_is_not_json_is_a_backend_error():
+    with pytest.raises(BackendError, match="did not print JSON"):
+        parse_squeue_json("squeue: unrecognized option '--json'")
+
+
+def test_sinfo_json_gives_nodes_gpus_and_drain_flags():
+    nodes = parse_sinfo_json(fixture("sinfo.json"), default_gpu_type="H100")
+    assert [(n.name, n.gpus, n.gpu_type, n.drained) for n in nodes] == [
+        ("node1", 8, "H100", False),
+        ("node2", 8, "H100", True),
+    ]
+    assert nodes[1].reason == "allot: maintenance"
+
+
+def test_sinfo_json_keeps_only_the_configured_partition():
+    assert len(parse_sinfo_json(fixture("sinfo.json"), partition="gpu")) == 2
+    assert parse_sinfo_json(fixture("sinfo.json"), partition="cpu-only") == []
+
+
+def test_scontrol_show_node_says_the_same_as_sinfo_json():
+    from_scontrol = parse_scontrol_nodes(fixture("scontrol_show_node.txt"), default_gpu_type="H100")
+    assert from_scontrol == parse_sinfo_json(fixture("sinfo.json"), default_gpu_type="H100")
+
+
+def test_down_nodes_are_reported_drained_with_a_reason():
+    line = "NodeName=gpu07 Gres=gpu:a100:4(S:0-1) State=DOWN+NOT_RESPONDING Partitions=gpu"
+    (node,) = parse_scontrol_nodes(line)
+    assert (node.gpus, node.gpu_type, node.drained) == (4, "a100", True)
+    assert "down" in node.reason
+
+
+@pytest.mark.parametrize(
+    "gres, expected",
+    [
+        ("gpu:8", (8, "")),
+        ("gpu:h100:8(S:0-1)", (8, "h100")),
+        ("gpu:a100:4,gpu:v100:2", (6, "a100")),
+        ("(null)", (0, "")),
+        ("mps:100,gpu:2", (2, "")),
+        (None, (0, "")),
+    ],
+)
+def test_gres_strings_give_gpu_count_and_type(gres, expected):
+    assert parse_gres_gpus(gres) == expected
+
+
+@pytest.mark.parametrize(
+    "expr, names",
+    [
+        ("node1", ("node1",)),
+        ("node[1-3]", ("node1", "node2", "node3")),
+        ("gpu[08-10,12],login1", ("gpu08", "gpu09", "gpu10", "gpu12", "login1")),
+        ("rack[1-2]-n[1-2]", ("rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2")),
+        ("", ()),
+    ],
+)
+def test_host_lists_expand_like_scontrol_show_hostnames(expr, names):
+    assert expand_hostlist(expr) == names
+
+
+def test_a_comment_round_trips_even_with_separators_inside_values():
+    s = spec(attempt_key="7:2=x", project="nlp/olmo", user="a:b")
+    fields = parse_comment(format_comment("allot", "jupiter", s))
+    assert fields == {
+        "cluster": "jupiter",
+        "job": "7",
+        "attempt": "7:2=x",
+        "project": "nlp/olmo",
+        "user": "a:b",
+    }
+
+
+def test_comments_of_other_tools_or_other_tags_are_not_allot_jobs():
+    assert parse_comment("someone else's job") is None
+    assert parse_comment("allot:job=x:attempt=1") is None
+    assert parse_comment(format_comment("allot-staging", "c", spec())) is None
+    assert parse_comment(format_comment("allot-staging", "c", spec()), "allot-staging")
+
+
+def test_sbatch_arguments_pin_the_placement_and_carry_the_tag():
+    args = sbatch_args(spec(), "allot:job=7", {"partition": "gpu", "account": "nlp"})
+    assert args[:2] == ["sbatch", "--parsable"]
+    assert "--nodelist=node1,node2" in args
+    assert "--nodes=2" in args
+    assert "--gres=gpu:8" in args
+    assert "--ntasks-per-node=1" in args
+    assert "--job-name=allot-7-train-llama" in args
+    assert "--comment=allot:job=7" in args
+    assert "--partition=gpu" in args
+    assert "--account=nlp" in args
+    assert "--no-requeue" in args
+    assert args[-1] == "--wrap=python train.py --lr 3e-4"
+    assert not any(a.startswith("--time") for a in args)
+
+
+def test_sbatch_arguments_add_a_time_limit_and_requeue_when_asked():
+    args = sbatch_args(spec(time_limit_s=90061), "c", {"preempt_mode": "requeue"})
+    assert "--time=1-01:01:01" in args
+    assert "--requeue" in args
+    assert not any(a.startswith("--partition") for a in args)
+
+
+def test_a_job_without_placement_is_refused_before_any_command_runs():
+    with pytest.raises(BackendError, match="no placement"):
+        sbatch_args(spec(nodes=()), "c", {})
+
+
+def test_durations_and_exit_statuses_read_like_slurm_writes_them():
+    assert slurm_duration(3600) == "0-01:00:00"
+    assert slurm_duration(0) == "0-00:00:01"
+    assert exit_code_from_status(768) == 3
+    assert exit_code_from_status(15) == 143
+    assert exit_code_from_status(0) == 0
+    assert exit_code_from_status(None) is None
+
+
+def test_sbatch_parsable_output_gives_the_job_id():
+    assert parse_sbatch_parsable("42\n") == "42"
+    assert parse_sbatch_parsable("42;jupiter\n") == "42"
+    with pytest.raises(BackendError):
+        parse_sbatch_parsable(fixture("sbatch_bad_node.txt"))
