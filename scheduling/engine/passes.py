@@ -40,7 +40,8 @@ MAX_VICTIM_SEARCHES_PER_POOL = 16  # bounds a pass on a saturated cluster (cf. b
 
 
 class Pass:
-    def __init__(self, snap: Snapshot):
+    def __init__(self, snap: Snapshot, details: bool = True):
+        self.details = details
         self.st = PassState(snap)
         self.fairshare = snap.policy.name == "fairshare"
         self.starts: list[Start] = []
@@ -116,13 +117,14 @@ class Pass:
                 self.funded_fail[job.id] = "InteractiveLimit"
                 continue
             self._try_unfunded(job)
-        waiting = [j for j in st.snap.pending if j.id not in self.started]
+        waiting = [j for j in queue if j.id not in self.started]
+        waiting += [j for j in st.snap.pending if j.held]
         return Decisions(
             starts=tuple(self.starts),
             preemptions=tuple(self.preempts),
             reservations=tuple(self.holds),
-            pending=pending_infos(self, waiting),
-            explanations=explanations(st),
+            pending=pending_infos(self, waiting) if self.details else {},
+            explanations=explanations(st) if self.details else {},
             drains=drain_times(st),
         )
 
@@ -307,5 +309,6 @@ class Pass:
         self.preempts.append(Preempt(job.id, reason, by, True))
 
 
-def run_pass(snapshot: Snapshot) -> Decisions:
-    return Pass(snapshot).run()
+def run_pass(snapshot: Snapshot, details: bool = True) -> Decisions:
+    """``details=False`` skips pending reasons and explanations (the simulator's fast path)."""
+    return Pass(snapshot, details).run()

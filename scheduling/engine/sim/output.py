@@ -1,0 +1,100 @@
+"""The simulator's outputs: the contract JSON, the events CSV and the optional plot."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+from scheduling.engine.sim.simulator import SimResult
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); 0.0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    k = max(0, math.ceil(q / 100 * len(ordered)) - 1)
+    return float(ordered[k])
+
+
+def to_json(res: SimResult) -> dict:
+    allocated_total = sum(res.allocated.values())
+    projects = {}
+    for leaf in res.tree.leaves():
+        p = leaf.path
+        waits = res.waits.get(p, [])
+        projects[p] = {
+            "budget_share": round(res.tree.budget_share(p), 6),
+            "delivered_share": round(res.allocated.get(p, 0.0) / allocated_total, 6)
+            if allocated_total
+            else 0.0,
+            "allocated_gpu_hours": round(res.allocated.get(p, 0.0) / 3600, 3),
+            "unallocated_gpu_hours": round(res.unallocated.get(p, 0.0) / 3600, 3),
+            "wait_p50_s": percentile(waits, 50),
+            "wait_p95_s": percentile(waits, 95),
+        }
+    capacity = res.total_gpus * res.horizon_s
+    return {
+        "policy": res.policy,
+        "horizon_s": res.horizon_s,
+        "utilization": round(res.busy_gpu_s / capacity, 6) if capacity else 0.0,
+        "projects": projects,
+        "jobs": {
+            "submitted": res.submitted,
+            "completed": res.completed,
+            "preemptions": res.preemptions,
+            "protected_preemptions": res.protected_preemptions,
+        },
+        "drains": res.drains,
+        "unfunded_gpu_hours": round(sum(res.unallocated.values()) / 3600, 3),
+        "share_distance": round(share_distance(projects), 6),
+        "wait_by_size": {
+            k: {"jobs": len(v), "wait_p50_s": percentile(v, 50), "wait_p95_s": percentile(v, 95)}
+            for k, v in sorted(res.wait_by_size.items())
+        },
+        "passes": res.passes,
+    }
+
+
+def share_distance(projects: dict) -> float:
+    """Half the L1 distance between delivered and budget shares: the fraction of allocated
+    GPU-hours that went to the wrong project (0 = exactly as granted)."""
+    return 0.5 * sum(abs(p["delivered_share"] - p["budget_share"]) for p in projects.values())
+
+
+def write_events(res: SimResult, path: str) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["t_s", "job_id", "event", "nodes", "funded"])
+        for t, _, _, job_id, event, nodes, funded in res.events:
+            w.writerow([f"{t:g}", job_id, event, nodes, funded])
+
+
+def plot(res: SimResult, path: str) -> None:
+    """Delivered vs budget share per program over time, and the utilisation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    days = [s["t_s"] / 86400 for s in res.samples]
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
+    programs = [n for n in res.tree.top]
+    for i, prog in enumerate(sorted(programs, key=lambda n: n.path)):
+        color = f"C{i}"
+        ax1.plot(days, [s["delivered"].get(prog.path, 0.0) for s in res.samples], color=color,
+                 label=f"{prog.path} delivered")
+        ax1.axhline(prog.norm_share, color=color, linestyle="--", linewidth=1,
+                    label=f"{prog.path} budget")
+    ax1.set_ylabel("share of allocated GPU-hours")
+    ax1.set_title(f"Delivered vs budget share per program ({res.policy})")
+    ax1.legend(fontsize=7, ncol=2)
+    ax2.plot(days, [s["busy_now"] for s in res.samples], label="busy now")
+    ax2.plot(days, [s["utilization"] for s in res.samples], label="cumulative utilisation")
+    ax2.set_ylim(0, 1.05)
+    ax2.set_xlabel("days")
+    ax2.set_ylabel("utilisation")
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
