@@ -30,11 +30,7 @@ def get_job_for_user(user, pk, write=False) -> Job:
     from budgets.access import is_cluster_admin
 
     try:
-        job = (
-            visible_jobs(user)
-            .select_related("owner", "project", "cluster")
-            .get(pk=pk)
-        )
+        job = visible_jobs(user).select_related("owner", "project", "cluster").get(pk=pk)
     except (Job.DoesNotExist, ValueError, TypeError):
         raise Http404("No such job") from None
     if write and job.owner_id != user.pk and not is_cluster_admin(user):

@@ -17,8 +17,15 @@ from scheduling.transitions import transition
 
 def _apply_preemption(job: Job, decision: m.Preempt, now: datetime) -> None:
     accounting.close_run(job, now)
-    transition(job, Job.State.PREEMPTED, now, decision.reason, ended_at=now,
-               run_seconds_done=job.run_seconds_done, explanation={})
+    transition(
+        job,
+        Job.State.PREEMPTED,
+        now,
+        decision.reason,
+        ended_at=now,
+        run_seconds_done=job.run_seconds_done,
+        explanation={},
+    )
     dispatch.enqueue_preempt(job)
 
 
@@ -27,14 +34,25 @@ def _apply_start(job: Job, decision: m.Start, now: datetime) -> None:
     protected_s = max(0, int(decision.protected_until_s - now.timestamp()))
     fields = dict(
         nodes=[[name, gpus] for name, gpus in decision.nodes],
-        started_at=now, ended_at=None, funded=decision.funded,
+        started_at=now,
+        ended_at=None,
+        funded=decision.funded,
         protected_until=from_epoch(decision.protected_until_s),
-        attempt=attempt, attempt_key=f"{job.pk}-{attempt}", external_id="", dispatched=False,
-        last_charged_at=now, pending_code="", pending_message="", queue_position=None,
-        estimated_start=None, low_utilization_since=None,
+        attempt=attempt,
+        attempt_key=f"{job.pk}-{attempt}",
+        external_id="",
+        dispatched=False,
+        last_charged_at=now,
+        pending_code="",
+        pending_message="",
+        queue_position=None,
+        estimated_start=None,
+        low_utilization_since=None,
     )
     where = ", ".join(name for name, _ in decision.nodes)
-    funding = "funded by " + job.project.slug_path if decision.funded and job.project else "unfunded"
+    funding = (
+        "funded by " + job.project.slug_path if decision.funded and job.project else "unfunded"
+    )
     transition(job, Job.State.RUNNING, now, f"started on {where} ({funding})", **fields)
     accounting.hold_start_lien(job, protected_s)
     dispatch.enqueue_start(job)
@@ -46,11 +64,18 @@ def _explanation_json(info: m.Explanation) -> dict:
         "funding_chain": list(info.funding_chain),
         "gpu_hours_per_hour": info.gpu_hours_per_hour,
         "protected_until": from_epoch(info.protected_until_s).isoformat()
-        if from_epoch(info.protected_until_s) else None,
+        if from_epoch(info.protected_until_s)
+        else None,
         "protection_source": info.protection_source,
         "standing": [
-            {"path": s.path, "share": s.share, "usage_share": s.usage_share,
-             "level_fair_share": None if s.level_fair_share == float("inf") else s.level_fair_share}
+            {
+                "path": s.path,
+                "share": s.share,
+                "usage_share": s.usage_share,
+                "level_fair_share": None
+                if s.level_fair_share == float("inf")
+                else s.level_fair_share,
+            }
             for s in info.standing
         ],
         "preemptible_by": info.preemptible_by,
@@ -76,7 +101,8 @@ def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime,
         job.estimated_start = from_epoch(info.estimated_start_s)
         waiting.append(job)
     Job.objects.bulk_update(
-        waiting, ["pending_code", "pending_message", "queue_position", "estimated_start"],
+        waiting,
+        ["pending_code", "pending_message", "queue_position", "estimated_start"],
         batch_size=500,
     )
 
@@ -93,5 +119,8 @@ def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime,
     for node in drained:
         node.drained_by = from_epoch(decisions.drains.get(node.name, now.timestamp()))
     Node.objects.bulk_update(drained, ["drained_by"])
-    return {"started": len(decisions.starts), "preempted": len(decisions.preemptions),
-            "waiting": len(waiting)}
+    return {
+        "started": len(decisions.starts),
+        "preempted": len(decisions.preemptions),
+        "waiting": len(waiting),
+    }

@@ -23,10 +23,16 @@ def launch_spec(job: Job) -> LaunchSpec:
     if job.sim_duration_s is not None:
         remaining = max(1, job.sim_duration_s - (job.run_seconds_done if job.resumable else 0))
     return LaunchSpec(
-        job_id=job.pk, attempt_key=job.attempt_key, name=job.name, user=job.owner.username,
-        project=job.project.slug_path if job.project_id else "", gpus=job.gpus,
-        nodes=tuple(name for name, _ in job.nodes), gpus_per_node=per_node,
-        command=job.command or "true", sim_duration_s=remaining,
+        job_id=job.pk,
+        attempt_key=job.attempt_key,
+        name=job.name,
+        user=job.owner.username,
+        project=job.project.slug_path if job.project_id else "",
+        gpus=job.gpus,
+        nodes=tuple(name for name, _ in job.nodes),
+        gpus_per_node=per_node,
+        command=job.command or "true",
+        sim_duration_s=remaining,
     )
 
 
@@ -60,10 +66,17 @@ def requeue_preempted(job_id: int, attempt_key: str) -> None:
 
     requeue = Job.objects.select_for_update().get(pk=job_id)
     if requeue.state == Job.State.PREEMPTED and requeue.attempt_key == attempt_key:
-        transition(requeue, Job.State.PENDING, timezone.now(),
-                   "requeued with its original submit time", nodes=[], dispatched=False,
-                   external_id="", pending_code="Priority",
-                   pending_message="Requeued after preemption.")
+        transition(
+            requeue,
+            Job.State.PENDING,
+            timezone.now(),
+            "requeued with its original submit time",
+            nodes=[],
+            dispatched=False,
+            external_id="",
+            pending_code="Priority",
+            pending_message="Requeued after preemption.",
+        )
 
 
 def _find_external(backend: Backend, attempt_key: str) -> str:

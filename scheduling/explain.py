@@ -22,9 +22,11 @@ def funding_chain(job: Job) -> list[str]:
 def cost_factor(job: Job) -> float:
     from budgets.models import GpuType
 
-    factor = GpuType.objects.filter(name=job.cluster.gpu_type).values_list(
-        "cost_factor", flat=True
-    ).first()
+    factor = (
+        GpuType.objects.filter(name=job.cluster.gpu_type)
+        .values_list("cost_factor", flat=True)
+        .first()
+    )
     return float(factor) if factor is not None else 1.0
 
 
@@ -62,7 +64,8 @@ def explain_job(job: Job, now=None) -> dict:
         "gpu_hours_per_hour": round(rate, 4),
         "charged_gpu_hours_per_hour": round(rate if job.funded else 0.0, 4),
         "gpu_hours_so_far": round(so_far, 4),
-        "protected_until": job.protected_until.isoformat() if running and job.protected_until
+        "protected_until": job.protected_until.isoformat()
+        if running and job.protected_until
         else None,
         "protected": bool(protected),
         "protection_source": job.protection_source,
@@ -70,6 +73,7 @@ def explain_job(job: Job, now=None) -> dict:
         "preemptible_by": preemptible_by,
         "nodes": [name for name, _ in job.nodes] if running else [],
         "gpu_utilization": job.gpu_utilization,
-        "idle": bool(job.low_utilization_since
-                     and (now - job.low_utilization_since).total_seconds() > 3600),
+        "idle": bool(
+            job.low_utilization_since and (now - job.low_utilization_since).total_seconds() > 3600
+        ),
     }

@@ -89,7 +89,9 @@ class Job(models.Model):
     TERMINAL = (State.COMPLETED, State.FAILED, State.CANCELLED)
 
     name = models.CharField(max_length=200)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs"
+    )
     project = models.ForeignKey(
         "budgets.BudgetNode", null=True, blank=True, on_delete=models.PROTECT, related_name="jobs"
     )
@@ -139,9 +141,7 @@ class Job(models.Model):
             models.Index(fields=["owner", "state"]),
         ]
         constraints = [
-            models.CheckConstraint(
-                condition=Q(state__in=JOB_STATES), name="job_state_valid"
-            ),
+            models.CheckConstraint(condition=Q(state__in=JOB_STATES), name="job_state_valid"),
             models.CheckConstraint(condition=Q(gpus__gte=1), name="job_gpus_positive"),
             models.CheckConstraint(
                 condition=Q(kind__in=["batch", "interactive"]), name="job_kind_valid"
@@ -165,3 +165,6 @@ class JobEvent(models.Model):
 
     class Meta:
         ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.kind}"

@@ -40,8 +40,8 @@ class ReconcileReport:
 
 @transaction.atomic
 def _finish(job_id: int, remote: RemoteJob) -> bool:
-    job = Job.objects.select_for_update().select_related("project", "owner", "cluster").get(
-        pk=job_id
+    job = (
+        Job.objects.select_for_update().select_related("project", "owner", "cluster").get(pk=job_id)
     )
     if job.state != Job.State.RUNNING or job.attempt_key != remote.attempt_key:
         return False
@@ -50,24 +50,31 @@ def _finish(job_id: int, remote: RemoteJob) -> bool:
     ok = remote.state == RemoteState.COMPLETED
     target = Job.State.COMPLETED if ok else Job.State.FAILED
     message = "finished" if ok else f"failed on the backend (exit {remote.exit_code})"
-    transition(job, target, now, message, ended_at=now, exit_code=remote.exit_code,
-               explanation={})
+    transition(job, target, now, message, ended_at=now, exit_code=remote.exit_code, explanation={})
     return True
 
 
 @transaction.atomic
 def _lose(job_id: int, attempt_key: str, why: str) -> bool:
-    job = Job.objects.select_for_update().select_related("project", "owner", "cluster").get(
-        pk=job_id
+    job = (
+        Job.objects.select_for_update().select_related("project", "owner", "cluster").get(pk=job_id)
     )
     if job.state != Job.State.RUNNING or job.attempt_key != attempt_key:
         return False
     now = timezone.now()
     accounting.close_run(job, now)
     transition(job, Job.State.PREEMPTED, now, why, ended_at=now, explanation={})
-    transition(job, Job.State.PENDING, now, "requeued with its original submit time",
-               nodes=[], dispatched=False, external_id="", pending_code="Priority",
-               pending_message="Requeued: the cluster lost the previous attempt.")
+    transition(
+        job,
+        Job.State.PENDING,
+        now,
+        "requeued with its original submit time",
+        nodes=[],
+        dispatched=False,
+        external_id="",
+        pending_code="Priority",
+        pending_message="Requeued: the cluster lost the previous attempt.",
+    )
     return True
 
 
@@ -80,8 +87,10 @@ def _record_utilization(job: Job, remote: RemoteJob, now) -> None:
     else:
         low_since = None
     Job.objects.filter(pk=job.pk).update(
-        gpu_utilization=remote.gpu_utilization, low_utilization_since=low_since,
-        dispatched=True, external_id=remote.external_id,
+        gpu_utilization=remote.gpu_utilization,
+        low_utilization_since=low_since,
+        dispatched=True,
+        external_id=remote.external_id,
     )
 
 

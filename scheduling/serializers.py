@@ -6,8 +6,9 @@ from scheduling.models import Cluster, Job, Node
 
 class JobSubmitSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200)
-    project = serializers.CharField(allow_blank=True, default="",
-                                    help_text="Budget path such as nlp/olmo; empty = unfunded")
+    project = serializers.CharField(
+        allow_blank=True, default="", help_text="Budget path such as nlp/olmo; empty = unfunded"
+    )
     cluster = serializers.CharField(max_length=64)
     gpus = serializers.IntegerField(min_value=1, max_value=100_000)
     min_runtime_s = serializers.IntegerField(min_value=60, max_value=10**7)
@@ -15,9 +16,9 @@ class JobSubmitSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=Job.Kind.values, default="batch")
     command = serializers.CharField(allow_blank=True, default="", max_length=10_000)
     sim_duration_s = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    priority = serializers.ChoiceField(choices=["low", "normal", "high", "urgent"],
-                                       default="normal")
-
+    priority = serializers.ChoiceField(
+        choices=["low", "normal", "high", "urgent"], default="normal"
+    )
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -30,10 +31,30 @@ class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = [
-            "id", "name", "owner", "project", "cluster", "gpus", "min_runtime_s", "resumable",
-            "kind", "command", "sim_duration_s", "priority", "state", "submitted_at",
-            "started_at", "ended_at", "funded", "protected_until", "protection_source",
-            "queue_position", "pending_reason", "estimated_start", "nodes", "attempt",
+            "id",
+            "name",
+            "owner",
+            "project",
+            "cluster",
+            "gpus",
+            "min_runtime_s",
+            "resumable",
+            "kind",
+            "command",
+            "sim_duration_s",
+            "priority",
+            "state",
+            "submitted_at",
+            "started_at",
+            "ended_at",
+            "funded",
+            "protected_until",
+            "protection_source",
+            "queue_position",
+            "pending_reason",
+            "estimated_start",
+            "nodes",
+            "attempt",
             "gpu_utilization",
         ]
         read_only_fields = fields
@@ -56,8 +77,17 @@ class JobSerializer(serializers.ModelSerializer):
 class NodeSerializer(serializers.ModelSerializer):
     class Meta:
         model = Node
-        fields = ["id", "name", "gpus", "gpu_type", "present", "drained", "drain_reason",
-                  "drain_requested_at", "drained_by"]
+        fields = [
+            "id",
+            "name",
+            "gpus",
+            "gpu_type",
+            "present",
+            "drained",
+            "drain_reason",
+            "drain_requested_at",
+            "drained_by",
+        ]
         read_only_fields = fields
 
 
@@ -66,8 +96,19 @@ class ClusterSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Cluster
-        fields = ["id", "name", "backend", "gpu_type", "interactive_pool_gpus", "reachable",
-                  "last_error", "last_sync_at", "last_pass_at", "last_pass_ms", "nodes"]
+        fields = [
+            "id",
+            "name",
+            "backend",
+            "gpu_type",
+            "interactive_pool_gpus",
+            "reachable",
+            "last_error",
+            "last_sync_at",
+            "last_pass_at",
+            "last_pass_ms",
+            "nodes",
+        ]
         read_only_fields = fields
 
 

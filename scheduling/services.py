@@ -146,8 +146,16 @@ def cancel_job(user, job_id: int) -> Job:
     was_running = job.state == Job.State.RUNNING
     if was_running:
         accounting.close_run(job, now)
-    transition(job, Job.State.CANCELLED, now, f"cancelled by {user.username}", ended_at=now,
-               pending_code="", queue_position=None, estimated_start=None)
+    transition(
+        job,
+        Job.State.CANCELLED,
+        now,
+        f"cancelled by {user.username}",
+        ended_at=now,
+        pending_code="",
+        queue_position=None,
+        estimated_start=None,
+    )
     if was_running or job.external_id:
         dispatch.enqueue_cancel(job)
     return job
@@ -164,11 +172,21 @@ def set_node_drain(user, node_id: int, drained: bool, reason: str = "") -> Node:
     if drained:
         if not reason.strip():
             raise JobValidationError("reason", "say why the node is drained")
-        fields = dict(drained=True, drain_reason=reason.strip()[:200], drain_requested_at=now,
-                      drain_requested_by=user, drained_by=None)
+        fields = dict(
+            drained=True,
+            drain_reason=reason.strip()[:200],
+            drain_requested_at=now,
+            drain_requested_by=user,
+            drained_by=None,
+        )
     else:
-        fields = dict(drained=False, drain_reason="", drain_requested_at=None,
-                      drain_requested_by=None, drained_by=None)
+        fields = dict(
+            drained=False,
+            drain_reason="",
+            drain_requested_at=None,
+            drain_requested_by=None,
+            drained_by=None,
+        )
     for name, value in fields.items():
         setattr(node, name, value)
     node.save(update_fields=list(fields))
@@ -187,8 +205,12 @@ def apply_protection_exception(job_id: int, protected_s: int, source: str) -> Jo
     if job.state == Job.State.RUNNING and job.started_at:
         fields["protected_until"] = job.started_at + timedelta(seconds=protected_s)
     Job.objects.filter(pk=job.pk).update(**fields)
-    JobEvent.objects.create(job=job, at=timezone.now(), kind="protection",
-                            message=f"protection extended to {protected_s / 3600:g} h by {source}")
+    JobEvent.objects.create(
+        job=job,
+        at=timezone.now(),
+        kind="protection",
+        message=f"protection extended to {protected_s / 3600:g} h by {source}",
+    )
     job.refresh_from_db()
     return job
 
@@ -205,7 +227,11 @@ def revoke_protection_exception(job_id: int, source: str) -> Job:
         contract_end = job.started_at + timedelta(seconds=job.min_runtime_s)
         fields["protected_until"] = min(job.protected_until or contract_end, contract_end)
     Job.objects.filter(pk=job.pk).update(**fields)
-    JobEvent.objects.create(job=job, at=timezone.now(), kind="protection",
-                            message=f"{source} ended; protection back to the job's contract")
+    JobEvent.objects.create(
+        job=job,
+        at=timezone.now(),
+        kind="protection",
+        message=f"{source} ended; protection back to the job's contract",
+    )
     job.refresh_from_db()
     return job

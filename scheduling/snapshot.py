@@ -43,9 +43,7 @@ def _budgets(now: datetime) -> tuple[tuple[m.BudgetNode, ...], dict[int, str]]:
 
     stats = tree_stats()
     own_usage = dict(
-        UsageEntry.objects.filter(
-            interval_start__gte=window_start(now), interval_start__lt=now
-        )
+        UsageEntry.objects.filter(interval_start__gte=window_start(now), interval_start__lt=now)
         .values_list("node_id")
         .annotate(total=Sum("cost_gpu_seconds"))
         .order_by()
@@ -53,7 +51,7 @@ def _budgets(now: datetime) -> tuple[tuple[m.BudgetNode, ...], dict[int, str]]:
     nodes, paths = [], {}
     for pk, s in stats.items():
         paths[pk] = s.node.slug_path
-        if s.node.is_root:
+        if s.node.depth == 1:  # the organisation root is not a share holder
             continue
         basis = s.node.weight if s.node.weight is not None else s.grant_gpu_hours
         nodes.append(
@@ -94,8 +92,9 @@ def build_snapshot(cluster: Cluster, now: datetime | None = None) -> SnapshotCon
     budgets, paths = _budgets(now)
     cost = {name: float(f) for name, f in GpuType.objects.values_list("name", "cost_factor")}
     nodes = tuple(
-        m.Node(name=n.name, cluster=cluster.name, gpu_type=n.gpu_type, gpus=n.gpus,
-               drained=n.drained)
+        m.Node(
+            name=n.name, cluster=cluster.name, gpu_type=n.gpu_type, gpus=n.gpus, drained=n.drained
+        )
         for n in cluster.nodes.filter(present=True).order_by("name")
     )
     jobs = list(
@@ -108,31 +107,53 @@ def build_snapshot(cluster: Cluster, now: datetime | None = None) -> SnapshotCon
     for job in jobs:
         project = paths.get(job.project_id, "") if job.project_id else ""
         if job.state == Job.State.RUNNING:
-            running.append(m.RunningJob(
-                id=str(job.pk), project=project, user=users[job.owner_id], gpus=job.gpus,
-                nodes=tuple((name, gpus) for name, gpus in job.nodes),
-                start_s=epoch(job.started_at), protected_until_s=epoch(job.protected_until),
-                funded=job.funded, kind=job.kind, resumable=job.resumable,
-                submit_s=epoch(job.submitted_at), protection_source=job.protection_source,
-            ))
+            running.append(
+                m.RunningJob(
+                    id=str(job.pk),
+                    project=project,
+                    user=users[job.owner_id],
+                    gpus=job.gpus,
+                    nodes=tuple((name, gpus) for name, gpus in job.nodes),
+                    start_s=epoch(job.started_at),
+                    protected_until_s=epoch(job.protected_until),
+                    funded=job.funded,
+                    kind=job.kind,
+                    resumable=job.resumable,
+                    submit_s=epoch(job.submitted_at),
+                    protection_source=job.protection_source,
+                )
+            )
         else:
-            pending.append(m.PendingJob(
-                id=str(job.pk), project=project, user=users[job.owner_id], gpus=job.gpus,
-                submit_s=epoch(job.submitted_at), min_runtime_s=float(job.min_runtime_s),
-                cluster=cluster.name, kind=job.kind, resumable=job.resumable,
-                priority=job.priority, held=job.held,
-                max_protection_s=float(job.max_protection_s) if job.max_protection_s else None,
-            ))
+            pending.append(
+                m.PendingJob(
+                    id=str(job.pk),
+                    project=project,
+                    user=users[job.owner_id],
+                    gpus=job.gpus,
+                    submit_s=epoch(job.submitted_at),
+                    min_runtime_s=float(job.min_runtime_s),
+                    cluster=cluster.name,
+                    kind=job.kind,
+                    resumable=job.resumable,
+                    priority=job.priority,
+                    held=job.held,
+                    max_protection_s=float(job.max_protection_s) if job.max_protection_s else None,
+                )
+            )
     policy = m.Policy(
         name="fairshare",
         max_min_runtime_s=float(settings.ALLOT_MAX_MIN_RUNTIME_S),
         interactive_pool_gpus={cluster.name: cluster.interactive_pool_gpus},
     )
     snapshot = m.Snapshot(
-        now_s=epoch(now), nodes=nodes, budgets=budgets, running=tuple(running),
-        pending=tuple(pending), gpu_cost=cost,
+        now_s=epoch(now),
+        nodes=nodes,
+        budgets=budgets,
+        running=tuple(running),
+        pending=tuple(pending),
+        gpu_cost=cost,
         user_usage_gpu_s=_user_usage(now, paths, users),
-        reservations=_reservations(cluster, now), policy=policy,
+        reservations=_reservations(cluster, now),
+        policy=policy,
     )
-    return SnapshotContext(snapshot=snapshot, jobs={str(j.pk): j for j in jobs},
-                           cost_factors=cost)
+    return SnapshotContext(snapshot=snapshot, jobs={str(j.pk): j for j in jobs}, cost_factors=cost)

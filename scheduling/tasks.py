@@ -6,8 +6,13 @@ from celery import shared_task
 
 from scheduling.backends.base import BackendUnavailable
 
-RETRY = dict(autoretry_for=(BackendUnavailable,), retry_backoff=2, retry_backoff_max=120,
-             retry_jitter=True, max_retries=12)
+RETRY = dict(
+    autoretry_for=(BackendUnavailable,),
+    retry_backoff=2,
+    retry_backoff_max=120,
+    retry_jitter=True,
+    max_retries=12,
+)
 
 
 @shared_task(ignore_result=True)

@@ -1,8 +1,8 @@
 """The job state machine: one function moves a job between states and records the event.
 
-    pending → running → completed | failed
-    running → preempted → pending        (requeue keeps the original submit time)
-    pending | running | preempted → cancelled
+pending → running → completed | failed
+running → preempted → pending        (requeue keeps the original submit time)
+pending | running | preempted → cancelled
 """
 
 from __future__ import annotations

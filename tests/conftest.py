@@ -44,3 +44,9 @@ def chromium_path():
     if not shutil.which(path):
         service_missing(f"Chromium not found at {path}")
     return path
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """PBKDF2's deliberate slowness costs seconds per persona; tests need no such protection."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -20,15 +20,25 @@ def clock():
 @pytest.fixture
 def backend(tmp_path, clock):
     return SimulatedBackend(
-        "sim", {"nodes": "2", "gpus_per_node": "8", "speed": "60", "state_dir": str(tmp_path)},
+        "sim",
+        {"nodes": "2", "gpus_per_node": "8", "speed": "60", "state_dir": str(tmp_path)},
         clock=clock,
     )
 
 
 def spec(job_id=1, attempt="1-a", nodes=("sim-00",), duration=600, name="train"):
-    return LaunchSpec(job_id=job_id, attempt_key=attempt, name=name, user="ada", project="nlp/olmo",
-                      gpus=8, nodes=nodes, gpus_per_node=8, command="train.sh",
-                      sim_duration_s=duration)
+    return LaunchSpec(
+        job_id=job_id,
+        attempt_key=attempt,
+        name=name,
+        user="ada",
+        project="nlp/olmo",
+        gpus=8,
+        nodes=nodes,
+        gpus_per_node=8,
+        command="train.sh",
+        sim_duration_s=duration,
+    )
 
 
 def test_discovers_the_configured_nodes(backend):
