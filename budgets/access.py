@@ -52,7 +52,8 @@ def is_leadership(user) -> bool:
     return any(role == RoleKind.LEADERSHIP for role, _ in _roles(user))
 
 
-def _scope_paths(user) -> list[str]:
+def role_paths(user) -> list[str]:
+    """Tree paths of the nodes the user holds a role on (the tops of their scope)."""
     return [path for role, path in _roles(user) if path]
 
 
@@ -61,7 +62,7 @@ def visible_nodes(user):
     active = BudgetNode.objects.filter(archived=False).order_by("path")
     if is_cluster_admin(user):
         return active
-    paths = _scope_paths(user)
+    paths = role_paths(user)
     if not paths:
         return active.none()
     scope = Q()
@@ -73,7 +74,7 @@ def visible_nodes(user):
 def can_see(user, node) -> bool:
     if is_cluster_admin(user):
         return True
-    return any(node.path.startswith(path) for path in _scope_paths(user))
+    return any(node.path.startswith(path) for path in role_paths(user))
 
 
 def can_edit_grant(user, node) -> bool:

@@ -1,0 +1,154 @@
+"""The demo organisation: three programs, ten projects, thirty researchers, three GPU types.
+
+`seed()` is idempotent: it creates what is missing and leaves what exists, so running
+`manage.py seed_demo` twice leaves one organisation. Grants are sized for clusters of 1,024
+H100, 256 B200 and 88 B300 GPUs over the current budget period, in H100-equivalent hours.
+"""
+
+import datetime as dt
+import functools
+import random
+from decimal import Decimal
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
+from django.utils import timezone
+
+from budgets import services
+from budgets.balances import balances
+from budgets.models import BudgetNode, GpuType, Role, UsageEntry
+from budgets.periods import BudgetPeriod
+
+PASSWORD = "demo"
+GPU_TYPES = {"H100": Decimal("1.0"), "B200": Decimal("1.8"), "B300": Decimal("2.4")}
+CLUSTER_GPUS = {"H100": 1024, "B200": 256, "B300": 88}
+# program slug, name, share of the organisation; projects: slug, name, share of the program.
+PROGRAMS = [
+    ("nlp", "Language models", "0.45", [
+        ("olmo", "OLMo pretraining", "0.35"),
+        ("tulu", "Tülu post-training", "0.20"),
+        ("safety", "Safety evaluations", "0.15"),
+        ("multilingual", "Multilingual", "0.20"),
+    ]),
+    ("vision", "Vision", "0.30", [
+        ("segmentation", "Segmentation", "0.30"),
+        ("video-gen", "Video generation", "0.35"),
+        ("clip-scaling", "CLIP scaling", "0.25"),
+    ]),
+    ("robotics", "Robotics", "0.20", [
+        ("manipulation", "Manipulation", "0.35"),
+        ("locomotion", "Locomotion", "0.30"),
+        ("sim2real", "Sim-to-real", "0.25"),
+    ]),
+]  # fmt: skip
+FIRST = ["Ada", "Ben", "Chen", "Dara", "Eli", "Farah", "Gus", "Hana", "Ivo", "Jun"]
+LAST = ["Okafor", "Lindqvist", "Moreau"]
+
+
+@functools.cache
+def _password_hash() -> str:
+    # Hashing is deliberately slow; hash once and share it among the demo people.
+    return make_password(PASSWORD)
+
+
+def _user(username, first="", last="", **flags):
+    user, _ = get_user_model().objects.get_or_create(
+        username=username,
+        defaults={"first_name": first, "last_name": last, "password": _password_hash(), **flags},
+    )
+    return user
+
+
+def _role(user, role, node=None):
+    Role.objects.get_or_create(user=user, role=role, node=node)
+
+
+def _node(actor, parent, slug, name):
+    path = f"{parent.slug_path}/{slug}" if parent.slug_path else slug
+    existing = BudgetNode.objects.filter(slug_path=path).first()
+    return existing or services.create_node(actor, parent, name, slug, reason="demo seed")
+
+
+def _grant(actor, node, amount, period):
+    if balances([node], period)[node.pk].grant_gpu_hours == 0:
+        services.set_grant(actor, node, amount.quantize(Decimal("1")), reason="demo seed")
+
+
+def capacity_gpu_hours(period: BudgetPeriod) -> Decimal:
+    """H100-equivalent GPU-hours the clusters deliver in a period."""
+    gpus = sum(GPU_TYPES[name] * count for name, count in CLUSTER_GPUS.items())
+    return gpus * period.hours
+
+
+def seed() -> str:
+    period = BudgetPeriod.current()
+    for name, factor in GPU_TYPES.items():
+        GpuType.objects.update_or_create(name=name, defaults={"cost_factor": factor})
+    leader = _user("leader", "Lena", "Leader")
+    manager = _user("manager", "Manu", "Manager")
+    researcher = _user("researcher", "Rae", "Researcher")
+    admin = _user("admin", "Ari", "Admin", is_staff=True, is_superuser=True)
+    root = BudgetNode.objects.filter(depth=1).first() or services.create_root(
+        leader, "Allot Research", "org"
+    )
+    _role(leader, Role.Kind.LEADERSHIP, root)
+    _role(admin, Role.Kind.CLUSTER_ADMIN)
+    total = capacity_gpu_hours(period)
+    _grant(leader, root, total, period)
+    people = [
+        _user(f"{f.lower()}.{ln.lower()}", f, ln) for ln in LAST for f in FIRST
+    ]  # 30 researchers
+    projects, index = [], 0
+    for slug, name, share, children in PROGRAMS:
+        program = _node(leader, root, slug, name)
+        program_grant = total * Decimal(share)
+        _grant(leader, program, program_grant, period)
+        for child_slug, child_name, child_share in children:
+            project = _node(leader, program, child_slug, child_name)
+            _grant(leader, project, program_grant * Decimal(child_share), period)
+            members = people[index * 3 : index * 3 + 3]
+            index += 1
+            _role(members[0], Role.Kind.PROJECT_LEAD, project)
+            for person in members:
+                _role(person, Role.Kind.RESEARCHER, project)
+            projects.append((project, members))
+    nlp = BudgetNode.objects.get(slug_path="nlp")
+    _role(manager, Role.Kind.PROGRAM_MANAGER, nlp)
+    for path in ("nlp/olmo", "nlp/tulu"):
+        _role(researcher, Role.Kind.RESEARCHER, BudgetNode.objects.get(slug_path=path))
+    charged = _history(projects, period)
+    return (
+        f"Budgets: {len(PROGRAMS)} programs, {len(projects)} projects, {len(people)} researchers, "
+        f"{total:,.0f} H100-equivalent GPU-hours for {period.label}"
+        + (f"; {charged} days of usage history" if charged else "")
+    )
+
+
+def _history(projects, period) -> int:
+    """Usage from the start of the period to yesterday, so balances and burn-downs have a
+    shape: each project burns 40–90 % of an even pace. Only for projects with no usage."""
+    rng = random.Random(7)
+    h100 = GpuType.objects.get(name="H100")
+    today = timezone.localdate()
+    days = [d for d in period.days() if d < today]
+    grants = balances([p for p, _ in projects], period)
+    charged = 0
+    for project, members in projects:
+        pace = rng.uniform(0.4, 0.9)
+        if UsageEntry.objects.filter(node=project).exists():
+            continue
+        daily_hours = grants[project.pk].grant_gpu_hours / len(period.days()) * Decimal(pace)
+        for day in days:
+            start = timezone.make_aware(dt.datetime.combine(day, dt.time.min))
+            jitter = Decimal(rng.uniform(0.6, 1.4))
+            services.charge_usage(
+                project,
+                None,
+                rng.choice(members),
+                h100,
+                start,
+                start + dt.timedelta(days=1),
+                int(daily_hours * jitter * 3600),
+            )
+            charged += 1
+    return charged
