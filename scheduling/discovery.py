@@ -1,0 +1,100 @@
+"""Registering a cluster and (re)discovering its nodes from the backend."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+
+from scheduling.backends.base import BackendError, get_backend
+from scheduling.errors import JobValidationError
+from scheduling.models import Cluster, Node
+
+
+@dataclass
+class DiscoveryReport:
+    cluster: Cluster
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.gpus for n in self.nodes if n.present)
+
+
+def parse_options(pairs: list[str]) -> dict[str, str]:
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise JobValidationError("option", f"expected KEY=VALUE, got {pair!r}")
+        options[key.strip()] = value.strip()
+    return options
+
+
+def register_cluster(name: str, backend: str, options: dict[str, str]) -> DiscoveryReport:
+    """Create or update the cluster, then discover its nodes (nothing is saved if the backend
+    cannot be reached)."""
+    if backend not in Cluster.Backend.values:
+        raise JobValidationError(
+            "backend", f"backend must be one of {', '.join(Cluster.Backend.values)}"
+        )
+    try:
+        discovered = get_backend(backend, name, options).discover_nodes()
+    except BackendError as exc:
+        raise JobValidationError("backend", f"cannot discover nodes: {exc}") from exc
+    if not discovered:
+        raise JobValidationError("backend", "the backend reports no nodes")
+    with transaction.atomic():
+        cluster, _ = Cluster.objects.update_or_create(
+            name=name, defaults={"backend": backend, "options": options}
+        )
+        return _apply_discovery(cluster, discovered)
+
+
+def rediscover(cluster: Cluster) -> DiscoveryReport:
+    discovered = get_backend(cluster.backend, cluster.name, cluster.options).discover_nodes()
+    with transaction.atomic():
+        return _apply_discovery(cluster, discovered)
+
+
+def _apply_discovery(cluster: Cluster, discovered) -> DiscoveryReport:
+    report = DiscoveryReport(cluster=cluster)
+    existing = {n.name: n for n in Node.objects.select_for_update().filter(cluster=cluster)}
+    seen = set()
+    for info in discovered:
+        seen.add(info.name)
+        node = existing.get(info.name)
+        if node is None:
+            node = Node.objects.create(
+                cluster=cluster,
+                name=info.name,
+                gpus=info.gpus,
+                gpu_type=info.gpu_type,
+                drained=info.drained,
+                drain_reason=info.reason if info.drained else "",
+            )
+            report.added.append(info.name)
+        else:
+            node.gpus, node.gpu_type, node.present = info.gpus, info.gpu_type, True
+            node.save(update_fields=["gpus", "gpu_type", "present"])
+            report.updated.append(info.name)
+        report.nodes.append(node)
+    now = timezone.now()
+    for name, node in existing.items():
+        if name in seen or not node.present:
+            continue
+        # A node the backend no longer reports is drained: nothing new lands there.
+        node.present, node.drained = False, True
+        node.drain_reason = "no longer reported by the backend"
+        node.drain_requested_at = now
+        node.save(update_fields=["present", "drained", "drain_reason", "drain_requested_at"])
+        report.vanished.append(name)
+    types = Counter(info.gpu_type for info in discovered)
+    cluster.gpu_type = types.most_common(1)[0][0]
+    cluster.save(update_fields=["gpu_type"])
+    return report
