@@ -1,0 +1,83 @@
+"""The demo's clusters and a backlog of jobs, so the queue visibly moves in `make demo`.
+
+Clusters are simulated at 60× speed (an 8 h job lasts 8 minutes). The backlog oversubscribes
+them: funded jobs from every project, and unfunded work that yields whenever funded work needs
+the GPUs, so a job submitted in the browser starts within a minute or two.
+"""
+
+from __future__ import annotations
+
+import random
+
+from budgets.access import user_projects
+from budgets.models import Role
+from scheduling.discovery import register_cluster
+from scheduling.models import Cluster, Job
+from scheduling.services import JobRequest, submit_job
+
+CLUSTERS = [
+    # name, GPU type, nodes of 8 GPUs
+    ("jupiter", "H100", 128),
+    ("saturn", "B200", 32),
+    ("neptune", "B300", 11),
+]
+SIZES = [1, 1, 2, 4, 8, 8, 8, 16, 32, 64]
+SPEED = "60"
+
+
+def _clusters() -> list[Cluster]:
+    clusters = []
+    for name, gpu_type, nodes in CLUSTERS:
+        existing = Cluster.objects.filter(name=name).first()
+        if existing is None:
+            report = register_cluster(
+                name,
+                "simulated",
+                {"nodes": str(nodes), "gpus_per_node": "8", "gpu_type": gpu_type, "speed": SPEED},
+            )
+            existing = report.cluster
+        clusters.append(existing)
+    return clusters
+
+
+def _backlog(clusters: list[Cluster]) -> int:
+    rng = random.Random(11)
+    researchers = {
+        role.user for role in Role.objects.filter(role=Role.Kind.RESEARCHER).select_related("user")
+    }
+    people = sorted(researchers, key=lambda u: u.username)
+    created = 0
+    for cluster in clusters:
+        capacity = sum(n.gpus for n in cluster.nodes.all())
+        demand = 0
+        while demand < capacity * 2.2:
+            person = rng.choice(people)
+            projects = list(user_projects(person).values_list("slug_path", flat=True))
+            unfunded = rng.random() < 0.2
+            gpus = rng.choice(SIZES)
+            hours = rng.choice([1, 2, 4, 8])
+            submit_job(
+                person,
+                JobRequest(
+                    name=f"{rng.choice(['pretrain', 'sweep', 'eval', 'finetune', 'ablation'])}-"
+                    f"{rng.randint(100, 999)}",
+                    project="" if unfunded or not projects else rng.choice(projects),
+                    cluster=cluster.name,
+                    gpus=gpus,
+                    min_runtime_s=hours * 3600,
+                    sim_duration_s=int(hours * 3600 * rng.uniform(0.8, 2.5)),
+                    command="python train.py",
+                ),
+            )
+            demand += gpus
+            created += 1
+    return created
+
+
+def seed() -> str:
+    clusters = _clusters()
+    if Job.objects.exists():
+        return f"Clusters: {', '.join(c.name for c in clusters)} (jobs already seeded)"
+    created = _backlog(clusters)
+    gpus = sum(n.gpus for c in clusters for n in c.nodes.all())
+    return f"Clusters: {len(clusters)} simulated, {gpus} GPUs; a backlog of {created} jobs"
