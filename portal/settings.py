@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "treebeard",
     "portal",
     "budgets",
+    "budgets.exceptions",
     "scheduling",
 ]
 
@@ -180,6 +181,10 @@ CELERY_BEAT_SCHEDULE = {
     "sync-backends": {
         "task": "scheduling.tasks.sync_all",
         "schedule": env_int("ALLOT_SYNC_INTERVAL_S", 5),
+    },
+    "exceptions-housekeeping": {
+        "task": "budgets.exceptions.tasks.housekeeping",
+        "schedule": env_int("ALLOT_EXCEPTIONS_INTERVAL_S", 60),
     },
     "charge-usage": {
         "task": "scheduling.tasks.charge_usage",
