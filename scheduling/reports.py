@@ -1,0 +1,262 @@
+"""Read-only aggregates for the scheduling pages: the queue index, the running overview and the
+operations page.
+
+Every function runs a fixed number of queries whatever the number of jobs or nodes: rows come
+in through one ``values_list`` or one ``select_related`` query each and are grouped in Python,
+so the query count of a page does not grow with the queue (the tests pin it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from scheduling.models import Cluster, Job, JobEvent, Node
+
+IDLE_AFTER = timedelta(hours=1)
+WAIT_WINDOW = timedelta(days=7)
+PREEMPTION_WINDOW = timedelta(hours=24)
+# Job-size buckets for wait times: (label, smallest, largest GPU count).
+SIZE_BUCKETS = (
+    ("1 GPU", 1, 1),
+    ("2–8 GPUs", 2, 8),
+    ("9–64 GPUs", 9, 64),
+    ("> 64 GPUs", 65, math.inf),
+)
+
+
+def is_idle(job: Job, now: datetime | None = None) -> bool:
+    """Squatting: GPU utilisation below 10 % (the reconcile loop's threshold) for over an hour."""
+    now = now or timezone.now()
+    since = job.low_utilization_since
+    return job.state == Job.State.RUNNING and since is not None and now - since > IDLE_AFTER
+
+
+# -- queue index --------------------------------------------------------------------------------
+@dataclass
+class ClusterSummary:
+    cluster: Cluster
+    total_gpus: int = 0
+    busy_gpus: int = 0
+    pending: int = 0
+    running: int = 0
+
+    @property
+    def utilization(self) -> float:
+        return self.busy_gpus / self.total_gpus if self.total_gpus else 0.0
+
+
+def cluster_summaries() -> list[ClusterSummary]:
+    """Every cluster with its GPUs, busy GPUs and job counts: three queries."""
+    rows = {c.pk: ClusterSummary(c) for c in Cluster.objects.order_by("name")}
+    totals = (
+        Node.objects.filter(present=True)
+        .values_list("cluster_id")
+        .annotate(gpus=Sum("gpus"))
+        .order_by()
+    )
+    for cluster_id, gpus in totals:
+        rows[cluster_id].total_gpus = gpus or 0
+    counts = (
+        Job.objects.active()
+        .values_list("cluster_id")
+        .annotate(
+            pending=Count("pk", filter=Q(state="pending")),
+            running=Count("pk", filter=Q(state="running")),
+            busy=Sum("gpus", filter=Q(state="running")),
+        )
+        .order_by()
+    )
+    for cluster_id, pending, running, busy in counts:
+        rows[cluster_id].pending, rows[cluster_id].running = pending, running
+        rows[cluster_id].busy_gpus = busy or 0
+    return list(rows.values())
+
+
+# -- running overview ---------------------------------------------------------------------------
+@dataclass
+class Group:
+    """A program or a project in the running overview."""
+
+    label: str
+    budget_share: float | None = None  # share of the whole tree (None: no budget behind it)
+    usage_share: float | None = None  # its part of all GPU-hours charged this period
+    used_fraction: float | None = None  # of its own grant
+    funded_gpus: int = 0
+    unfunded_gpus: int = 0
+    jobs: list = field(default_factory=list)
+    children: dict = field(default_factory=dict)
+
+    @property
+    def gpus(self) -> int:
+        return self.funded_gpus + self.unfunded_gpus
+
+    @property
+    def idle_jobs(self) -> int:
+        return sum(1 for job in self.jobs if job.idle)
+
+    def add(self, job: Job) -> None:
+        if job.funded:
+            self.funded_gpus += job.gpus
+        else:
+            self.unfunded_gpus += job.gpus
+
+
+def _group_for(stats_node, total_used) -> Group:
+    if stats_node is None:
+        return Group(label="No project (unfunded work)")
+    used = float(stats_node.used_gpu_hours)
+    return Group(
+        label=stats_node.node.slug_path or stats_node.node.name,
+        budget_share=stats_node.share_of_whole,
+        usage_share=used / total_used if total_used else 0.0,
+        used_fraction=stats_node.used_fraction,
+    )
+
+
+def running_overview(jobs, now: datetime | None = None) -> dict:
+    """What runs right now, grouped program → project, with each group's budget share against
+    its share of this period's charged usage, funded and unfunded GPUs, and idle jobs.
+
+    `jobs` is the caller's visible running jobs (``visible_jobs(user).for_running_overview()``):
+    one query for them, three for the tree's numbers.
+    """
+    from budgets.balances import tree_stats
+    from budgets.models import BudgetNode
+
+    now = now or timezone.now()
+    stats = tree_stats()
+    by_pk = dict(stats)
+    by_path = {s.node.path: s for s in stats.values()}
+    total_used = float(sum(s.used_gpu_hours for s in stats.values() if s.node.depth == 1))
+    step = BudgetNode.steplen
+    programs: dict[str, Group] = {}
+    funded = unfunded = 0
+    for job in jobs:
+        job.idle = is_idle(job, now)
+        node = by_pk.get(job.project_id)
+        program_node = by_path.get(node.node.path[: 2 * step]) if node else None
+        key = program_node.node.path if program_node else ""
+        program = programs.setdefault(key, _group_for(program_node, total_used))
+        if job.project_id not in program.children:
+            program.children[job.project_id] = _group_for(node, total_used)
+        project = program.children[job.project_id]
+        for group in (program, project):
+            group.add(job)
+        program.jobs.append(job)
+        project.jobs.append(job)
+        funded += job.gpus if job.funded else 0
+        unfunded += 0 if job.funded else job.gpus
+    ordered = sorted(programs.values(), key=lambda g: (g.budget_share is None, g.label))
+    return {
+        "programs": ordered,
+        "funded_gpus": funded,
+        "unfunded_gpus": unfunded,
+        "idle_jobs": sum(g.idle_jobs for g in ordered),
+        "now": now,
+    }
+
+
+# -- operations ---------------------------------------------------------------------------------
+def percentile(values: list[float], fraction: float) -> float | None:
+    """Nearest-rank percentile (the value below which `fraction` of the values lie)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
+
+
+def wait_percentiles(now: datetime | None = None) -> list[dict]:
+    """p50 and p95 of started_at − submitted_at by job size over the last 7 days. A requeued
+    job's started_at is its latest start, so its wait includes its earlier runs: the figure
+    errs on the side of showing waits as long as people felt them."""
+    now = now or timezone.now()
+    waits: dict[str, list[float]] = defaultdict(list)
+    for gpus, submitted, started in Job.objects.for_wait_times(now - WAIT_WINDOW):
+        for label, low, high in SIZE_BUCKETS:
+            if low <= gpus <= high:
+                waits[label].append(max(0.0, (started - submitted).total_seconds()))
+    return [
+        {
+            "label": label,
+            "count": len(waits[label]),
+            "p50_s": percentile(waits[label], 0.5),
+            "p95_s": percentile(waits[label], 0.95),
+        }
+        for label, _, _ in SIZE_BUCKETS
+    ]
+
+
+@dataclass
+class NodeRow:
+    node: Node
+    busy_gpus: int = 0
+    jobs: int = 0
+
+    @property
+    def ready_for_repair(self) -> bool:
+        return self.node.drained and self.jobs == 0
+
+
+@dataclass
+class ClusterOps:
+    cluster: Cluster
+    nodes: list[NodeRow] = field(default_factory=list)
+    funded_gpus: int = 0
+    unfunded_gpus: int = 0
+    preemptions_24h: int = 0
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(row.node.gpus for row in self.nodes if row.node.present)
+
+    @property
+    def busy_gpus(self) -> int:
+        return self.funded_gpus + self.unfunded_gpus
+
+    @property
+    def utilization(self) -> float:
+        return self.busy_gpus / self.total_gpus if self.total_gpus else 0.0
+
+    @property
+    def drains(self) -> list[NodeRow]:
+        return [row for row in self.nodes if row.node.drained]
+
+
+def operations_report(now: datetime | None = None) -> dict:
+    """Per cluster: utilisation, funded vs unfunded occupancy, preemptions in the last 24 h,
+    the last pass, and every node with what runs on it; plus wait-time percentiles. Five
+    queries."""
+    now = now or timezone.now()
+    clusters = {c.pk: ClusterOps(c) for c in Cluster.objects.order_by("name")}
+    node_rows = {}
+    for node in Node.objects.select_related("drain_requested_by").order_by("cluster", "name"):
+        row = NodeRow(node)
+        clusters[node.cluster_id].nodes.append(row)
+        node_rows[(node.cluster_id, node.name)] = row
+    for cluster_id, gpus, funded, placed in Job.objects.for_occupancy():
+        ops = clusters[cluster_id]
+        if funded:
+            ops.funded_gpus += gpus
+        else:
+            ops.unfunded_gpus += gpus
+        for name, node_gpus in placed or []:
+            row = node_rows.get((cluster_id, name))
+            if row is not None:
+                row.busy_gpus += node_gpus
+                row.jobs += 1
+    preempted = (
+        JobEvent.objects.filter(kind="preempted", at__gte=now - PREEMPTION_WINDOW)
+        .values_list("job__cluster_id")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for cluster_id, count in preempted:
+        clusters[cluster_id].preemptions_24h = count
+    return {"clusters": list(clusters.values()), "waits": wait_percentiles(now), "now": now}
