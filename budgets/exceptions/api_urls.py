@@ -1,3 +1,8 @@
-from django.urls import path  # noqa: F401
+from rest_framework.routers import SimpleRouter
 
-urlpatterns: list = []
+from budgets.exceptions.api import ExceptionViewSet
+
+router = SimpleRouter()
+router.register("exceptions", ExceptionViewSet, basename="exception")
+
+urlpatterns = router.urls

@@ -153,8 +153,12 @@ class Approval(models.Model):
     """One approver's yes. Large asks need two from distinct people: the unique constraint makes
     a double click (or a retried request) count once."""
 
-    request = models.ForeignKey(ExceptionRequest, on_delete=models.CASCADE, related_name="approvals")
-    approver = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    request = models.ForeignKey(
+        ExceptionRequest, on_delete=models.CASCADE, related_name="approvals"
+    )
+    approver = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
     tier = models.CharField(max_length=20)
     at = models.DateTimeField()
     comment = models.TextField(blank=True)
@@ -164,6 +168,9 @@ class Approval(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["request", "approver"], name="approval_once_per_person")
         ]
+
+    def __str__(self) -> str:
+        return f"#{self.request_id} approved by {self.approver_id} ({self.tier})"
 
 
 class ExceptionEvent(models.Model):
@@ -179,6 +186,9 @@ class ExceptionEvent(models.Model):
 
     class Meta:
         ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"#{self.request_id} {self.kind} at {self.at:%Y-%m-%d %H:%M}"
 
 
 class Notification(models.Model):
@@ -198,3 +208,6 @@ class Notification(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["user", "read_at"], name="notification_unread")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: {self.message}"

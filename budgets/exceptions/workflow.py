@@ -48,9 +48,7 @@ def transition(
     """
     current = request.state
     if not can_move(current, target):
-        raise InvalidTransition(
-            f"exception #{request.pk} is {current}; it cannot become {target}."
-        )
+        raise InvalidTransition(f"exception #{request.pk} is {current}; it cannot become {target}.")
     updated = ExceptionRequest.objects.filter(pk=request.pk, state=current).update(
         state=target, **fields
     )

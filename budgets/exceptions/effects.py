@@ -1,0 +1,222 @@
+"""What an active exception changes, and how its expiry undoes it.
+
+- extended_protection: the job may be protected for `hours` from each start (the scheduling
+  service extends a running job's current protection now, and cites the exception as the
+  job's protection source). Expiry hands the job back to its own contract.
+- budget_topup: the node's grant for the current period rises by `gpu_hours`, through
+  `budgets.services.set_grant` (which checks it fits the parent and writes the audit row,
+  citing the exception). If it does not fit, only leadership can make room: with a
+  leadership approval covering them, the ancestors are raised too, top-down, each audited.
+  The top-up ends with the period: at expiry the *next* period's grant is written back down.
+  Hours already spent are not clawed back — the period they were granted for is over, and
+  charging them twice would punish the approved run.
+- reservation: nothing to write: `inputs.reservations_for_cluster` hands approved and active
+  reservations to the engine, which holds the capacity from the start and backfills it only
+  with work that yields before then.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+from django.db import transaction
+
+from budgets.errors import BudgetError
+from budgets.exceptions.errors import ExceptionValidationError
+from budgets.exceptions.models import ExceptionEvent, ExceptionRequest, Kind
+from budgets.models import BudgetNode, Grant
+from budgets.periods import BudgetPeriod
+
+CENT = Decimal("0.01")
+
+
+def _note(request, at, message, actor=None):
+    ExceptionEvent.objects.create(
+        request=request,
+        at=at,
+        kind="effect",
+        message=message,
+        actor=actor if getattr(actor, "pk", None) else None,
+    )
+
+
+def apply(request: ExceptionRequest, actor, now: dt.datetime) -> dict:
+    """Apply the effect; returns what to store in `request.effect` for the undo."""
+    if request.kind == Kind.EXTENDED_PROTECTION:
+        return _protect(request, now)
+    if request.kind == Kind.BUDGET_TOPUP:
+        return _topup(request, actor, now)
+    _note(
+        request,
+        now,
+        f"{request.gpus} GPUs on {request.cluster} held for the engine from "
+        f"{request.starts_at:%Y-%m-%d %H:%M} to {request.ends_at:%Y-%m-%d %H:%M}.",
+    )
+    return {}
+
+
+def undo(request: ExceptionRequest, now: dt.datetime) -> None:
+    if request.kind == Kind.EXTENDED_PROTECTION:
+        _unprotect(request, now)
+    elif request.kind == Kind.BUDGET_TOPUP:
+        _end_topup(request, now)
+    else:
+        _note(request, now, "The reservation's window is over; its capacity is free again.")
+
+
+def _protect(request, now) -> dict:
+    from scheduling.services import apply_protection_exception
+
+    if request.job_id is None:
+        return {}
+    job = apply_protection_exception(request.job_id, int(request.hours * 3600), request.source)
+    until = (
+        f"; protected until {job.protected_until:%Y-%m-%d %H:%M %Z}"
+        if (job.state == job.State.RUNNING and job.protected_until)
+        else ""
+    )
+    _note(
+        request, now, f"Job #{job.pk} is protected for {request.hours:g} h from each start{until}."
+    )
+    return {"protected_s": int(request.hours * 3600)}
+
+
+def _unprotect(request, now) -> None:
+    from scheduling.services import revoke_protection_exception
+
+    if request.job_id is None:
+        return
+    revoke_protection_exception(request.job_id, request.source)
+    _note(request, now, f"Job #{request.job_id} is back to its own runtime contract.")
+
+
+def _grants(nodes, period) -> dict[int, Decimal]:
+    from budgets.balances import with_grants
+
+    rows = with_grants(BudgetNode.objects.filter(pk__in=[n.pk for n in nodes]), period)
+    return {
+        pk: Decimal(g or 0).quantize(CENT) for pk, g in rows.values_list("pk", "grant_in_force")
+    }
+
+
+def _raises_needed(node, amount, period) -> list[tuple[BudgetNode, Decimal]]:
+    """[(node, increase)] from `node` upwards: each ancestor whose unallocated grant cannot
+    absorb the increase of the child below it must rise by the shortfall."""
+    raises = [(node, amount)]
+    child, need = node, amount
+    while not child.is_root():
+        parent = child.get_parent()
+        children = [c for c in parent.get_children() if not c.archived]
+        grants = _grants([parent, *children], period)
+        free = grants[parent.pk] - sum((grants[c.pk] for c in children), Decimal("0"))
+        if need <= free:
+            break
+        need = need - max(free, Decimal("0"))
+        raises.append((parent, need))
+        child = parent
+    return raises
+
+
+def _topup(request, actor, now) -> dict:
+    from budgets.exceptions.approvers import leadership_covering
+    from budgets.services import set_grant
+
+    period = BudgetPeriod.current(now)
+    node = request.node
+    raises = _raises_needed(node, request.gpu_hours, period)
+    leaders = [a.approver for a in request.approvals.select_related("approver")]
+    top = raises[-1][0]
+    if len(raises) > 1 and not any(leadership_covering(u, top.path) for u in leaders):
+        parent = raises[1][0]
+        raise ExceptionValidationError(
+            "gpu_hours",
+            f"A top-up of {request.gpu_hours:,} GPU-hours exceeds what {parent.label} has left "
+            f"to give; only leadership can approve it (by raising {parent.label} too).",
+        )
+    reason = (
+        f"{request.source} ({request.get_kind_display().lower()}, approved): "
+        f"{request.justification}"
+    )[:2000]
+    grants = _grants([n for n, _ in raises], period)
+    applied = []
+    for target, increase in reversed(raises):  # top-down, so each child fits its raised parent
+        old = grants[target.pk]
+        try:
+            set_grant(actor, target, old + increase, period=period, reason=reason)
+        except BudgetError as exc:
+            raise ExceptionValidationError("gpu_hours", exc.message) from None
+        applied.append(
+            {
+                "node": target.pk,
+                "path": target.label,
+                "old": str(old),
+                "new": str(old + increase),
+                "added": str(increase),
+            }
+        )
+    _note(
+        request,
+        now,
+        "; ".join(f"{a['path']}: {a['old']} → {a['new']} GPU-hours" for a in applied)
+        + f" for {period.label}.",
+        actor,
+    )
+    return {
+        "period_start": period.start.isoformat(),
+        "period_end": period.end.isoformat(),
+        "raised": applied,
+    }
+
+
+def topup_ends_at(now: dt.datetime) -> dt.datetime:
+    return BudgetPeriod.current(now).end_at
+
+
+def _end_topup(request, now) -> None:
+    """Write the next period's grant back down by what the top-up added, bottom-up (children
+    first, so a parent is never lowered below what its children hold). A grant someone has
+    already set for that period is their decision and is left alone."""
+    from budgets.services import set_grant
+
+    effect = request.effect or {}
+    if not effect.get("raised"):
+        return
+    ended = BudgetPeriod.containing(dt.date.fromisoformat(effect["period_start"]))
+    following = BudgetPeriod.containing(ended.end)
+    for entry in effect["raised"][::-1]:
+        node = BudgetNode.objects.filter(pk=entry["node"]).first()
+        if node is None or node.archived:
+            continue
+        if Grant.objects.filter(node=node, period_start=following.start).exists():
+            _note(
+                request,
+                now,
+                f"{node.label} already has a grant for {following.label}; left as set.",
+            )
+            continue
+        current = _grants([node], following)[node.pk]
+        target = max(current - Decimal(entry["added"]), Decimal("0"))
+        try:
+            with transaction.atomic():
+                set_grant(
+                    None,
+                    node,
+                    target,
+                    period=following,
+                    reason=f"{request.source} ended with {ended.label}: its top-up is not "
+                    f"carried into {following.label}.",
+                )
+        except BudgetError as exc:
+            _note(
+                request,
+                now,
+                f"{node.label} could not be lowered for {following.label}: {exc.message}",
+            )
+            continue
+        _note(
+            request,
+            now,
+            f"{node.label}: {current} → {target} GPU-hours from "
+            f"{following.label} (spent hours are not clawed back).",
+        )
