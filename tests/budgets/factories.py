@@ -2,13 +2,21 @@
 services, as the application does, so slug paths and audit rows are real."""
 
 import datetime as dt
+import functools
 
 import factory
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
 from django.utils import timezone
 
 from budgets import services
 from budgets.models import BudgetNode, GpuType, Role, UsageEntry
+
+
+@functools.cache
+def _demo_hash() -> str:
+    """Every persona's password is "demo"; hash it once, hashing is slow on purpose."""
+    return make_password("demo")
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -17,7 +25,7 @@ class UserFactory(factory.django.DjangoModelFactory):
         django_get_or_create = ("username",)
 
     username = factory.Sequence(lambda n: f"person{n}")
-    password = factory.django.Password("demo")
+    password = factory.LazyFunction(lambda: _demo_hash())
 
 
 class GpuTypeFactory(factory.django.DjangoModelFactory):
