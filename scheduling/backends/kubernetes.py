@@ -277,7 +277,10 @@ class KubernetesBackend(Backend):
         self.gpu_resource = opts.get("gpu_resource", "nvidia.com/gpu")
         self.gpu_type_label = opts.get("gpu_type_label", "nvidia.com/gpu.product")
         self.node_selector = opts.get("node_selector", "")
-        self.timeout = float(opts.get("timeout", 10))
+        try:
+            self.timeout = float(opts.get("timeout", 10))
+        except ValueError:
+            raise BackendError(f"timeout: expected seconds, got {opts['timeout']!r}") from None
         self.cluster_label = label_value(cluster_name)
         self._api: client.ApiClient | None = None
 
@@ -310,7 +313,9 @@ class KubernetesBackend(Backend):
                 raise BackendError(
                     "kubernetes: set the kubeconfig option, or host and token, or in_cluster=true"
                 )
-        except (OSError, config.ConfigException) as error:
+        except BackendError:
+            raise
+        except Exception as error:  # a broken kubeconfig raises anything from YAML to KeyError
             raise BackendError(
                 f"kubernetes: cannot load the connection settings: {error}"
             ) from None

@@ -438,6 +438,14 @@ def test_a_kubeconfig_file_selects_the_server_and_credentials(fake_api, tmp_path
     assert fake_api.requests[-1]["path"] == "/api/v1/nodes"
 
 
+def test_a_broken_kubeconfig_is_an_error_not_a_crash(tmp_path):
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text("clusters: [this is not: a kubeconfig")
+
+    with pytest.raises(BackendError, match="cannot load the connection settings"):
+        KubernetesBackend("alpha", {"kubeconfig": str(kubeconfig)}).sync()
+
+
 def test_missing_connection_settings_are_an_error_that_says_what_to_set():
     with pytest.raises(BackendError, match="kubeconfig"):
         KubernetesBackend("alpha", {}).sync()
