@@ -106,8 +106,12 @@ def _raises_needed(node, amount, period) -> list[tuple[BudgetNode, Decimal]]:
     raises = [(node, amount)]
     child, need = node, amount
     while not child.is_root():
-        parent = child.get_parent()
-        children = [c for c in parent.get_children() if not c.archived]
+        parent = BudgetNode.objects.get(path=child.path[: -BudgetNode.steplen])
+        children = list(
+            BudgetNode.objects.filter(
+                path__startswith=parent.path, depth=parent.depth + 1, archived=False
+            )
+        )
         grants = _grants([parent, *children], period)
         free = grants[parent.pk] - sum((grants[c.pk] for c in children), Decimal("0"))
         if need <= free:

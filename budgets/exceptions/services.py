@@ -25,6 +25,7 @@ from budgets.exceptions.errors import (
 from budgets.exceptions.models import Approval, ExceptionEvent, ExceptionRequest, Kind, State
 from budgets.exceptions.notifications import notify
 from budgets.exceptions.workflow import transition
+from budgets.models import BudgetNode
 
 
 def protection_valid_h() -> float:
@@ -36,7 +37,7 @@ def protection_valid_h() -> float:
 def _program(node):
     if node is None or node.depth < 2:
         return None
-    return node if node.depth == 2 else node.get_ancestors()[1]
+    return BudgetNode.objects.get(path=node.path[: 2 * BudgetNode.steplen])
 
 
 @transaction.atomic
