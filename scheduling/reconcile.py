@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from django.db import transaction
 from django.utils import timezone
@@ -46,6 +47,9 @@ def _finish(job_id: int, remote: RemoteJob) -> bool:
     if job.state != Job.State.RUNNING or job.attempt_key != remote.attempt_key:
         return False
     now = timezone.now()
+    if remote.ended_at is not None:  # charge to the real end, not to when we noticed it
+        ended = datetime.fromtimestamp(remote.ended_at, tz=UTC)
+        now = max(min(now, ended), job.started_at or ended)
     accounting.close_run(job, now)
     ok = remote.state == RemoteState.COMPLETED
     target = Job.State.COMPLETED if ok else Job.State.FAILED

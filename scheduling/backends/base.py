@@ -65,6 +65,7 @@ class RemoteJob:
     nodes: tuple[str, ...] = ()
     exit_code: int | None = None
     gpu_utilization: float | None = None  # 0..1 where the backend can tell
+    ended_at: float | None = None  # epoch seconds the attempt ended, where the backend knows
     extra: dict = field(default_factory=dict)
 
 

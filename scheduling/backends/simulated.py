@@ -8,6 +8,9 @@ and no server may be required for the demo. Options:
   the shape reported by ``discover_nodes``; nodes are ``<prefix>-<NN>``.
 - ``speed`` (default 60): simulated seconds per real second, so an 8 h job lasts 8 minutes.
 - ``state_dir``: where the state file lives.
+
+An outage can be staged for demos and tests: while ``<cluster>.down`` exists beside the state
+file, every call raises BackendUnavailable, as a controller that does not answer would.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 from scheduling.backends.base import (
     Backend,
     BackendError,
+    BackendUnavailable,
     LaunchSpec,
     NodeInfo,
     RemoteJob,
@@ -48,8 +52,12 @@ def simulated_utilization(job_id: int, name: str) -> float:
 class SimulatedBackend(Backend):
     name = "simulated"
 
-    def __init__(self, cluster_name: str, options: dict[str, str] | None = None,
-                 clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        cluster_name: str,
+        options: dict[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
         super().__init__(cluster_name, options)
         self.clock = clock
         try:
@@ -57,7 +65,9 @@ class SimulatedBackend(Backend):
             self.gpus_per_node = int(self.options.get("gpus_per_node", 8))
             self.speed = float(self.options.get("speed", 60))
         except ValueError as exc:
-            raise BackendError(f"options: simulated cluster options must be numbers: {exc}") from exc
+            raise BackendError(
+                f"options: simulated cluster options must be numbers: {exc}"
+            ) from exc
         self.gpu_type = self.options.get("gpu_type", "H100")
         self.prefix = self.options.get("prefix", cluster_name)
         state_dir = Path(self.options.get("state_dir") or _default_state_dir())
@@ -65,8 +75,20 @@ class SimulatedBackend(Backend):
         self.path = state_dir / f"{cluster_name}.json"
 
     # -- state file -----------------------------------------------------------------------------
+    @property
+    def outage_flag(self) -> Path:
+        return self.path.with_suffix(".down")
+
+    def set_outage(self, down: bool) -> None:
+        if down:
+            self.outage_flag.touch()
+        else:
+            self.outage_flag.unlink(missing_ok=True)
+
     @contextmanager
     def _state(self) -> Iterator[dict]:
+        if self.outage_flag.exists():
+            raise BackendUnavailable(f"simulated cluster {self.cluster_name} does not answer")
         lock_path = self.path.with_suffix(".lock")
         with open(lock_path, "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -91,7 +113,7 @@ class SimulatedBackend(Backend):
             if record["duration_s"] is not None and simulated >= record["duration_s"]:
                 record["state"] = RemoteState.COMPLETED
                 record["exit_code"] = 0
-                record["ended_wall"] = now
+                record["ended_wall"] = record["started_wall"] + record["duration_s"] / self.speed
 
     @staticmethod
     def _remote(record: dict) -> RemoteJob:
@@ -103,6 +125,7 @@ class SimulatedBackend(Backend):
             nodes=tuple(record["nodes"]),
             exit_code=record.get("exit_code"),
             gpu_utilization=record.get("utilization"),
+            ended_at=record.get("ended_wall"),
         )
 
     # -- Backend interface ----------------------------------------------------------------------
@@ -163,7 +186,8 @@ class SimulatedBackend(Backend):
             # Forget finished attempts after an hour so the file stays small.
             horizon = self.clock() - 3600
             state["jobs"] = {
-                key: rec for key, rec in state["jobs"].items()
+                key: rec
+                for key, rec in state["jobs"].items()
                 if rec["state"] == RemoteState.RUNNING or rec.get("ended_wall", 0) > horizon
             }
             return [self._remote(rec) for rec in state["jobs"].values()]

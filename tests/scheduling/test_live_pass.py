@@ -179,8 +179,9 @@ def test_a_job_that_finishes_on_the_backend_is_closed_and_charged_to_its_end(
     assert report.finished == [job.pk]
     assert job.state == Job.State.COMPLETED
     assert (
-        sum(UsageEntry.objects.filter(job_ref=job.pk).values_list("gpu_seconds", flat=True)) == 7300
+        sum(UsageEntry.objects.filter(job_ref=job.pk).values_list("gpu_seconds", flat=True)) == 7200
     )
+    assert job.ended_at == T0 + dt.timedelta(seconds=7200)
     assert Lien.objects.get(job_ref=job.pk).released_at is not None
 
 

@@ -1,0 +1,78 @@
+import datetime as dt
+
+import pytest
+import time_machine
+
+from budgets.models import UsageEntry
+from scheduling import dispatch
+from scheduling.backends.base import BackendUnavailable
+from scheduling.models import Cluster, Job
+from scheduling.reconcile import sync_cluster
+from scheduling.services import JobRequest, submit_job
+from scheduling.tasks import dispatch_start
+
+T0 = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.UTC)
+
+
+@pytest.fixture
+def frozen():
+    with time_machine.travel(T0, tick=False) as traveller:
+        yield traveller
+
+
+def test_an_outage_is_recorded_and_a_job_that_finished_meanwhile_is_closed_and_charged(
+    researcher, cluster, frozen, run_pass
+):
+    job = submit_job(
+        researcher,
+        JobRequest(
+            name="t",
+            project="nlp/olmo",
+            cluster="jupiter",
+            gpus=2,
+            min_runtime_s=3600,
+            sim_duration_s=1800,
+        ),
+    )
+    run_pass(cluster)
+    backend = dispatch.backend_for(cluster)
+    backend.set_outage(True)
+    frozen.shift(dt.timedelta(seconds=600))
+    assert sync_cluster(cluster.pk) is None
+    cluster.refresh_from_db()
+    job.refresh_from_db()
+    assert cluster.reachable is False
+    assert "does not answer" in cluster.last_error
+    assert job.state == Job.State.RUNNING  # nothing is guessed while the backend is silent
+
+    frozen.shift(dt.timedelta(seconds=1800))  # the job finished during the outage
+    backend.set_outage(False)
+    report = sync_cluster(cluster.pk)
+    cluster.refresh_from_db()
+    job.refresh_from_db()
+    assert cluster.reachable is True and cluster.last_error == ""
+    assert report.finished == [job.pk]
+    assert job.state == Job.State.COMPLETED
+    charged = sum(UsageEntry.objects.filter(job_ref=job.pk).values_list("gpu_seconds", flat=True))
+    # Charged to the job's real end, not to when Allot learnt of it after the outage.
+    assert charged == 2 * 1800
+    assert job.ended_at == T0 + dt.timedelta(seconds=1800)
+
+
+def test_dispatch_during_an_outage_retries_with_backoff(researcher, cluster, monkeypatch):
+    assert dispatch_start.autoretry_for == (BackendUnavailable,)
+    assert dispatch_start.retry_backoff and dispatch_start.max_retries >= 5
+    monkeypatch.setattr(dispatch, "enqueue_start", lambda job: None)
+    job = submit_job(
+        researcher,
+        JobRequest(name="t", project="nlp/olmo", cluster="jupiter", gpus=2, min_runtime_s=3600),
+    )
+    from scheduling import passes
+
+    passes.run_pass(cluster.pk)
+    job.refresh_from_db()
+    dispatch.backend_for(Cluster.objects.get(pk=cluster.pk)).set_outage(True)
+    with pytest.raises(BackendUnavailable):
+        dispatch.start_on_backend(job.pk, job.attempt_key)
+    job.refresh_from_db()
+    assert job.state == Job.State.RUNNING and not job.dispatched
