@@ -1,0 +1,164 @@
+"""Effects applied on activation and undone at expiry: protection, top-ups (with the parent's
+limit and leadership's override), reservations as engine inputs; expiry under frozen time."""
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+import time_machine
+from django.utils import timezone
+
+from budgets.balances import with_grants
+from budgets.exceptions import services
+from budgets.exceptions.errors import ExceptionValidationError
+from budgets.exceptions.inputs import reservations_for_cluster
+from budgets.exceptions.models import ExceptionRequest
+from budgets.exceptions.tasks import housekeeping
+from budgets.models import AuditEntry, BudgetNode, Grant
+from budgets.periods import BudgetPeriod
+from scheduling.models import Job
+
+
+def grant(node, period=None):
+    period = period or BudgetPeriod.current()
+    row = with_grants(BudgetNode.objects.filter(pk=node.pk), period).get()
+    return Decimal(row.grant_in_force)
+
+
+def test_approved_protection_extends_the_running_job_and_cites_the_exception(
+    protection, job, cluster_admin
+):
+    request = protection(hours=12)
+    services.approve_exception(cluster_admin, request.pk)
+    job.refresh_from_db()
+    assert job.protected_until == job.started_at + dt.timedelta(hours=12)
+    assert job.protection_source == f"exception #{request.pk}"
+    assert job.max_protection_s == 12 * 3600
+    request.refresh_from_db()
+    assert request.state == "active"
+    assert "protected for 12 h" in request.events.filter(kind="effect").get().message
+
+
+def test_protection_expires_with_its_job_and_hands_it_back_to_its_contract(
+    protection, job, cluster_admin
+):
+    request = protection()
+    services.approve_exception(cluster_admin, request.pk)
+    assert housekeeping()["expired"] == 0  # the job still runs in its protected window
+    Job.objects.filter(pk=job.pk).update(state=Job.State.COMPLETED)
+    assert housekeeping() == {"activated": 0, "expired": 1, "escalated": 0}
+    assert housekeeping()["expired"] == 0  # safe to run twice
+    request.refresh_from_db()
+    job.refresh_from_db()
+    assert request.state == "expired"
+    assert (job.protection_source, job.max_protection_s) == ("contract", None)
+
+
+def test_protection_expires_at_its_end_but_never_inside_the_window_it_granted(
+    protection, job, cluster_admin, settings
+):
+    settings.ALLOT_EXCEPTION_PROTECTION_VALID_H = 10
+    request = protection(hours=12)
+    services.approve_exception(cluster_admin, request.pk)
+    now = timezone.now()
+    request.refresh_from_db()
+    # The job was preempted and restarted 5 h later: protected 12 h from that start.
+    restart = now + dt.timedelta(hours=5)
+    assert request.ends_at < restart + dt.timedelta(hours=12)
+    Job.objects.filter(pk=job.pk).update(
+        started_at=restart, protected_until=restart + dt.timedelta(hours=12)
+    )
+    with time_machine.travel(request.ends_at + dt.timedelta(minutes=1), tick=False):
+        assert housekeeping()["expired"] == 0  # past its end, but inside the granted window
+    with time_machine.travel(restart + dt.timedelta(hours=12, minutes=1), tick=False):
+        assert housekeeping()["expired"] == 1
+    job.refresh_from_db()
+    request.refresh_from_db()
+    assert request.state == "expired" and job.protection_source == "contract"
+
+
+def test_a_top_up_raises_the_grant_with_an_audit_row_citing_the_exception(
+    topup, manager, budget_tree
+):
+    request = topup(gpu_hours=500)
+    services.approve_exception(manager, request.pk)
+    assert grant(budget_tree.olmo) == Decimal("3500")
+    audit = AuditEntry.objects.filter(node=budget_tree.olmo).first()
+    assert audit.actor == manager
+    assert (audit.old, audit.new) == ("3000.00", "3500.00")
+    assert f"exception #{request.pk}" in audit.reason
+
+
+def test_a_top_up_that_would_exceed_the_parent_is_refused_and_nothing_changes(
+    topup, manager, budget_tree, settings
+):
+    settings.ALLOT_EXCEPTION_SECOND_APPROVAL_GPU_HOURS = 10_000
+    request = topup(gpu_hours=1500)  # nlp 6,000 holds olmo 3,000 + tulu 2,000: 1,000 free
+    with pytest.raises(ExceptionValidationError) as refused:
+        services.approve_exception(manager, request.pk)
+    assert refused.value.field == "gpu_hours"
+    assert "only leadership" in refused.value.message
+    request.refresh_from_db()
+    assert request.state == "submitted" and not request.approvals.exists()
+    assert grant(budget_tree.olmo) == Decimal("3000")
+
+
+def test_leadership_approving_at_the_top_raises_the_parent_too(
+    topup, leader, budget_tree, settings
+):
+    settings.ALLOT_EXCEPTION_SECOND_APPROVAL_GPU_HOURS = 10_000
+    request = topup(gpu_hours=1500)
+    services.approve_exception(leader, request.pk)
+    assert grant(budget_tree.olmo) == Decimal("4500")
+    assert grant(budget_tree.nlp) == Decimal("6500")  # raised by the 500 it lacked
+    assert grant(budget_tree.root) == Decimal("10000")  # root had 1,000 unallocated
+    reasons = AuditEntry.objects.filter(reason__contains=f"exception #{request.pk}")
+    assert reasons.count() == 2
+
+
+def test_a_top_up_ends_with_its_period_without_clawing_back(topup, manager, budget_tree):
+    request = topup(gpu_hours=500)
+    services.approve_exception(manager, request.pk)
+    request.refresh_from_db()
+    period = BudgetPeriod.current()
+    assert request.ends_at == period.end_at
+    with time_machine.travel(period.end_at - dt.timedelta(minutes=1), tick=False):
+        assert housekeeping()["expired"] == 0
+    with time_machine.travel(period.end_at + dt.timedelta(minutes=1), tick=False):
+        assert housekeeping()["expired"] == 1
+        following = BudgetPeriod.current()
+    request.refresh_from_db()
+    assert request.state == "expired"
+    assert grant(budget_tree.olmo, period) == Decimal("3500")  # the period it was for: kept
+    assert grant(budget_tree.olmo, following) == Decimal("3000")
+    assert Grant.objects.filter(node=budget_tree.olmo, period_start=following.start).exists()
+
+
+def test_an_approved_reservation_is_an_engine_input_from_approval_to_its_end(
+    reservation, cluster, cluster_admin, budget_tree
+):
+    request = reservation(gpus=16, start_in_h=2, hours=6)
+    now = timezone.now()
+    assert reservations_for_cluster(cluster, now) == []
+    services.approve_exception(cluster_admin, request.pk)
+    request.refresh_from_db()
+    assert request.state == "approved"  # its start has not come
+    [held] = reservations_for_cluster(cluster, now)
+    assert (held.cluster, held.gpus, held.project) == ("jupiter", 16, "nlp/olmo")
+    assert held.start_s == request.starts_at.timestamp()
+    with time_machine.travel(request.starts_at + dt.timedelta(seconds=1), tick=False):
+        assert housekeeping()["activated"] == 1
+        assert housekeeping()["activated"] == 0
+    with time_machine.travel(request.ends_at + dt.timedelta(seconds=1), tick=False):
+        assert housekeeping()["expired"] == 1
+        assert reservations_for_cluster(cluster, timezone.now()) == []
+    assert ExceptionRequest.objects.get(pk=request.pk).state == "expired"
+
+
+def test_the_snapshot_hands_reservations_to_the_engine(reservation, cluster, cluster_admin):
+    from scheduling.snapshot import build_snapshot
+
+    request = reservation(gpus=8)
+    services.approve_exception(cluster_admin, request.pk)
+    snapshot = build_snapshot(cluster).snapshot
+    assert [r.id for r in snapshot.reservations] == [f"exception-{request.pk}"]
