@@ -18,7 +18,7 @@ class Cluster(models.Model):
     name = models.SlugField(max_length=64, unique=True)
     backend = models.CharField(max_length=16, choices=Backend.choices, default=Backend.SIMULATED)
     options = models.JSONField(default=dict, blank=True)
-    gpu_type = models.CharField(max_length=32, default="H100")
+    gpu_type = models.CharField(max_length=100, default="H100")
     interactive_pool_gpus = models.PositiveIntegerField(default=8)
     # Backend health: set by sync/dispatch, shown on the cluster and operations pages.
     reachable = models.BooleanField(default=True)
@@ -50,7 +50,7 @@ class Node(models.Model):
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
     name = models.CharField(max_length=128)
     gpus = models.PositiveIntegerField()
-    gpu_type = models.CharField(max_length=32)
+    gpu_type = models.CharField(max_length=100)
     present = models.BooleanField(default=True)  # False once rediscovery no longer sees it
     drained = models.BooleanField(default=False)
     drain_reason = models.CharField(max_length=200, blank=True)
