@@ -46,8 +46,10 @@ def test_production_settings_pass_check_deploy(tmp_path):
     import subprocess
     import sys
 
-    environ = {
-        **os.environ,
+    # Browser test modules allow async-unsafe ORM calls in their own process; a deployment
+    # must not inherit that.
+    environ = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    environ |= {
         "DEBUG": "0",
         "SECRET_KEY": "x" * 60 + "-production-secret-!@#$%^&*()",
         "ALLOWED_HOSTS": "allot.example.org",
