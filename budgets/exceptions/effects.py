@@ -77,7 +77,9 @@ def _protect(request, now) -> dict:
         else ""
     )
     _note(
-        request, now, f"Job #{job.pk} is protected for {request.hours_label} h from each start{until}."
+        request,
+        now,
+        f"Job #{job.pk} is protected for {request.hours_label} h from each start{until}.",
     )
     return {"protected_s": int(request.hours * 3600)}
 

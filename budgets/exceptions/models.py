@@ -138,7 +138,9 @@ class ExceptionRequest(models.Model):
     @property
     def target_label(self) -> str:
         if self.kind == Kind.EXTENDED_PROTECTION:
-            return f"job #{self.job_id} for {self.hours_label} h" if self.job_id else "a deleted job"
+            return (
+                f"job #{self.job_id} for {self.hours_label} h" if self.job_id else "a deleted job"
+            )
         if self.kind == Kind.BUDGET_TOPUP:
             return f"{self.node} +{self.gpu_hours:,} GPU-hours"
         project = f" for {self.node}" if self.node_id else ""

@@ -13,8 +13,14 @@ from scheduling.models import Cluster, Job, Node
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop
 
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run", "--disable-sync"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -35,10 +41,18 @@ def running_job(researcher, budget_tree):
     Node.objects.create(cluster=cluster, name="jupiter-00", gpus=8, gpu_type="H100")
     started = timezone.now() - dt.timedelta(hours=1)
     return Job.objects.create(
-        name="camera-ready", owner=researcher, project=budget_tree.olmo, cluster=cluster,
-        gpus=8, min_runtime_s=8 * 3600, state=Job.State.RUNNING, funded=True,
-        submitted_at=started - dt.timedelta(minutes=2), started_at=started,
-        protected_until=started + dt.timedelta(hours=8), nodes=[["jupiter-00", 8]],
+        name="camera-ready",
+        owner=researcher,
+        project=budget_tree.olmo,
+        cluster=cluster,
+        gpus=8,
+        min_runtime_s=8 * 3600,
+        state=Job.State.RUNNING,
+        funded=True,
+        submitted_at=started - dt.timedelta(minutes=2),
+        started_at=started,
+        protected_until=started + dt.timedelta(hours=8),
+        nodes=[["jupiter-00", 8]],
     )
 
 

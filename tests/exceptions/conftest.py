@@ -30,9 +30,16 @@ def running_job(owner, project, cluster, *, hours_ago=1.0, min_runtime_h=8, gpus
     now = timezone.now()
     started = now - dt.timedelta(hours=hours_ago)
     return Job.objects.create(
-        name="deadline run", owner=owner, project=project, cluster=cluster, gpus=gpus,
-        min_runtime_s=int(min_runtime_h * 3600), state=Job.State.RUNNING,
-        submitted_at=started - dt.timedelta(minutes=5), started_at=started, funded=True,
+        name="deadline run",
+        owner=owner,
+        project=project,
+        cluster=cluster,
+        gpus=gpus,
+        min_runtime_s=int(min_runtime_h * 3600),
+        state=Job.State.RUNNING,
+        submitted_at=started - dt.timedelta(minutes=5),
+        started_at=started,
+        funded=True,
         protected_until=started + dt.timedelta(hours=min_runtime_h),
         nodes=[["jupiter-00", gpus]],
     )
@@ -49,7 +56,10 @@ def protection(researcher, job):
 
     def make(hours=12, who=None):
         return services.request_exception(
-            who or researcher, "extended_protection", job=job.pk, hours=hours,
+            who or researcher,
+            "extended_protection",
+            job=job.pk,
+            hours=hours,
             justification="Camera-ready deadline on Friday.",
         )
 
@@ -60,8 +70,11 @@ def protection(researcher, job):
 def topup(researcher, budget_tree):
     def make(gpu_hours=500, node=None, who=None):
         return services.request_exception(
-            who or researcher, "budget_topup", node=(node or budget_tree.olmo).pk,
-            gpu_hours=Decimal(gpu_hours), justification="Ablations for the rebuttal.",
+            who or researcher,
+            "budget_topup",
+            node=(node or budget_tree.olmo).pk,
+            gpu_hours=Decimal(gpu_hours),
+            justification="Ablations for the rebuttal.",
         )
 
     return make
@@ -72,8 +85,13 @@ def reservation(researcher, cluster):
     def make(gpus=16, start_in_h=2, hours=6, who=None):
         start = timezone.now() + dt.timedelta(hours=start_in_h)
         return services.request_exception(
-            who or researcher, "reservation", cluster=cluster.name, gpus=gpus, start=start,
-            end=start + dt.timedelta(hours=hours), justification="One big pretraining run.",
+            who or researcher,
+            "reservation",
+            cluster=cluster.name,
+            gpus=gpus,
+            start=start,
+            end=start + dt.timedelta(hours=hours),
+            justification="One big pretraining run.",
         )
 
     return make

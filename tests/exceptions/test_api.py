@@ -17,14 +17,24 @@ def api(user):
 
 
 def test_extended_protection_round_trip(researcher, cluster_admin, job):
-    created = api(researcher).post("/api/v1/exceptions/", {
-        "kind": "extended_protection", "job": job.pk, "hours": "12",
-        "justification": "deadline",
-    }, format="json")
+    created = api(researcher).post(
+        "/api/v1/exceptions/",
+        {
+            "kind": "extended_protection",
+            "job": job.pk,
+            "hours": "12",
+            "justification": "deadline",
+        },
+        format="json",
+    )
     assert created.status_code == 201
     body = created.json()
     assert (body["kind"], body["state"], body["job"], body["hours"]) == (
-        "extended_protection", "submitted", job.pk, "12.00")
+        "extended_protection",
+        "submitted",
+        job.pk,
+        "12.00",
+    )
     approved = api(cluster_admin).post(f"/api/v1/exceptions/{body['id']}/approve/")
     assert approved.json()["state"] == "active"
     assert approved.json()["approvals"][0]["approver"] == "cluster_admin"
@@ -33,39 +43,71 @@ def test_extended_protection_round_trip(researcher, cluster_admin, job):
     assert explained["protected_until"] == (job.started_at + dt.timedelta(hours=12)).isoformat()
 
 
-def test_budget_topup_and_reservation_are_created_with_their_fields(researcher, budget_tree,
-                                                                   cluster):
-    topup = api(researcher).post("/api/v1/exceptions/", {
-        "kind": "budget_topup", "node": budget_tree.olmo.pk, "gpu_hours": 250,
-        "justification": "rebuttal",
-    }, format="json").json()
+def test_budget_topup_and_reservation_are_created_with_their_fields(
+    researcher, budget_tree, cluster
+):
+    topup = (
+        api(researcher)
+        .post(
+            "/api/v1/exceptions/",
+            {
+                "kind": "budget_topup",
+                "node": budget_tree.olmo.pk,
+                "gpu_hours": 250,
+                "justification": "rebuttal",
+            },
+            format="json",
+        )
+        .json()
+    )
     assert (topup["node"], topup["gpu_hours"], topup["program"]) == ("nlp/olmo", "250.00", "nlp")
     start = timezone.now() + dt.timedelta(hours=3)
-    reservation = api(researcher).post("/api/v1/exceptions/", {
-        "kind": "reservation", "cluster": "jupiter", "gpus": 16, "start": start.isoformat(),
-        "end": (start + dt.timedelta(hours=8)).isoformat(), "justification": "big run",
-    }, format="json")
+    reservation = api(researcher).post(
+        "/api/v1/exceptions/",
+        {
+            "kind": "reservation",
+            "cluster": "jupiter",
+            "gpus": 16,
+            "start": start.isoformat(),
+            "end": (start + dt.timedelta(hours=8)).isoformat(),
+            "justification": "big run",
+        },
+        format="json",
+    )
     assert reservation.status_code == 201
     assert (reservation.json()["cluster"], reservation.json()["gpus"]) == ("jupiter", 16)
     assert reservation.json()["node"] == "nlp/olmo"
 
 
-@pytest.mark.parametrize("payload,field", [
-    ({"kind": "extended_protection", "hours": 12}, "job"),
-    ({"kind": "extended_protection", "job": "JOB", "hours": 4}, "hours"),
-    ({"kind": "extended_protection", "job": "JOB", "hours": 500}, "hours"),
-    ({"kind": "extended_protection", "job": "JOB", "hours": 12, "justification": ""},
-     "justification"),
-    ({"kind": "budget_topup", "node": "nlp/olmo", "gpu_hours": -5}, "gpu_hours"),
-    ({"kind": "budget_topup", "node": "vision"}, "node"),
-    ({"kind": "budget_topup", "gpu_hours": 10}, "node"),
-    ({"kind": "reservation", "cluster": "saturn", "gpus": 8}, "cluster"),
-    ({"kind": "reservation", "cluster": "jupiter", "gpus": 64, "start": "+1", "end": "+2"}, "gpus"),
-    ({"kind": "reservation", "cluster": "jupiter", "gpus": 8, "start": "+3", "end": "+2"}, "end"),
-    ({"kind": "reservation", "cluster": "jupiter", "gpus": 8, "start": "-3", "end": "+2"},
-     "start"),
-    ({"kind": "holiday"}, "kind"),
-])
+@pytest.mark.parametrize(
+    "payload,field",
+    [
+        ({"kind": "extended_protection", "hours": 12}, "job"),
+        ({"kind": "extended_protection", "job": "JOB", "hours": 4}, "hours"),
+        ({"kind": "extended_protection", "job": "JOB", "hours": 500}, "hours"),
+        (
+            {"kind": "extended_protection", "job": "JOB", "hours": 12, "justification": ""},
+            "justification",
+        ),
+        ({"kind": "budget_topup", "node": "nlp/olmo", "gpu_hours": -5}, "gpu_hours"),
+        ({"kind": "budget_topup", "node": "vision"}, "node"),
+        ({"kind": "budget_topup", "gpu_hours": 10}, "node"),
+        ({"kind": "reservation", "cluster": "saturn", "gpus": 8}, "cluster"),
+        (
+            {"kind": "reservation", "cluster": "jupiter", "gpus": 64, "start": "+1", "end": "+2"},
+            "gpus",
+        ),
+        (
+            {"kind": "reservation", "cluster": "jupiter", "gpus": 8, "start": "+3", "end": "+2"},
+            "end",
+        ),
+        (
+            {"kind": "reservation", "cluster": "jupiter", "gpus": 8, "start": "-3", "end": "+2"},
+            "start",
+        ),
+        ({"kind": "holiday"}, "kind"),
+    ],
+)
 def test_errors_name_the_field(payload, field, researcher, job, cluster):
     payload = {"justification": "why", **payload}
     if payload.get("job") == "JOB":
@@ -84,24 +126,33 @@ def test_reject_needs_a_reason_and_records_it(researcher, manager, topup):
     request = topup()
     empty = api(manager).post(f"/api/v1/exceptions/{request.pk}/reject/", {}, format="json")
     assert (empty.status_code, empty.json()["field"]) == (400, "reason")
-    done = api(manager).post(f"/api/v1/exceptions/{request.pk}/reject/",
-                             {"reason": "wait for Q3"}, format="json").json()
-    assert (done["state"], done["reason"], done["decided_by"]) == ("rejected", "wait for Q3",
-                                                                   "manager")
+    done = (
+        api(manager)
+        .post(f"/api/v1/exceptions/{request.pk}/reject/", {"reason": "wait for Q3"}, format="json")
+        .json()
+    )
+    assert (done["state"], done["reason"], done["decided_by"]) == (
+        "rejected",
+        "wait for Q3",
+        "manager",
+    )
 
 
 def test_deciding_twice_is_refused_naming_the_state(manager, leader, topup):
     request = topup(gpu_hours=100)
     api(manager).post(f"/api/v1/exceptions/{request.pk}/approve/")
-    again = api(leader).post(f"/api/v1/exceptions/{request.pk}/reject/", {"reason": "no"},
-                             format="json")
+    again = api(leader).post(
+        f"/api/v1/exceptions/{request.pk}/reject/", {"reason": "no"}, format="json"
+    )
     assert (again.status_code, again.json()["field"]) == (400, "state")
 
 
 def test_withdrawn_requests_can_no_longer_be_approved(researcher, manager, topup):
     request = topup()
-    assert api(researcher).post(
-        f"/api/v1/exceptions/{request.pk}/withdraw/").json()["state"] == "withdrawn"
+    assert (
+        api(researcher).post(f"/api/v1/exceptions/{request.pk}/withdraw/").json()["state"]
+        == "withdrawn"
+    )
     late = api(manager).post(f"/api/v1/exceptions/{request.pk}/approve/")
     assert late.status_code == 400
 

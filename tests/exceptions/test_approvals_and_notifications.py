@@ -13,8 +13,9 @@ from budgets.exceptions.errors import ExceptionValidationError
 from budgets.exceptions.tasks import housekeeping
 
 
-def test_a_large_protection_needs_a_second_distinct_approver(protection, cluster_admin, leader,
-                                                            settings):
+def test_a_large_protection_needs_a_second_distinct_approver(
+    protection, cluster_admin, leader, settings
+):
     settings.ALLOT_EXCEPTION_SECOND_APPROVAL_HOURS = 10
     request = protection(hours=12)
     assert request.approvals_required == 2
@@ -27,8 +28,10 @@ def test_a_large_protection_needs_a_second_distinct_approver(protection, cluster
     services.approve_exception(leader, request.pk)
     request.refresh_from_db()
     assert request.state == "active"
-    assert sorted(a.approver.username for a in request.approvals.all()) == ["cluster_admin",
-                                                                             "leader"]
+    assert sorted(a.approver.username for a in request.approvals.all()) == [
+        "cluster_admin",
+        "leader",
+    ]
 
 
 def test_thresholds_are_read_at_call_time(protection, settings):
@@ -83,8 +86,9 @@ def test_requests_email_the_approvers_and_decisions_email_the_requester(
     assert notifications.unread_count(researcher) == 1
 
 
-def test_rejection_and_expiry_are_notified(protection, topup, manager, researcher,
-                                           django_capture_on_commit_callbacks):
+def test_rejection_and_expiry_are_notified(
+    protection, topup, manager, researcher, django_capture_on_commit_callbacks
+):
     request = topup()
     with django_capture_on_commit_callbacks(execute=True):
         services.reject_exception(manager, request.pk, reason="use the tulu slack")
@@ -100,14 +104,13 @@ def test_rejection_and_expiry_are_notified(protection, topup, manager, researche
     assert researcher.exception_notifications.filter(event="expired").exists()
 
 
-def test_a_refused_decision_emails_nobody(topup, manager, settings,
-                                          django_capture_on_commit_callbacks):
+def test_a_refused_decision_emails_nobody(
+    topup, manager, settings, django_capture_on_commit_callbacks
+):
     settings.ALLOT_EXCEPTION_SECOND_APPROVAL_GPU_HOURS = 10_000
     request = topup(gpu_hours=1500)
     mail.outbox.clear()
-    with django_capture_on_commit_callbacks(execute=True), pytest.raises(
-        ExceptionValidationError
-    ):
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(ExceptionValidationError):
         services.approve_exception(manager, request.pk)
     assert mail.outbox == []
 

@@ -5,8 +5,15 @@ field for a target one cannot see)."""
 import pytest
 from rest_framework.test import APIClient
 
-PEOPLE = ["leader", "manager", "other_manager", "project_lead", "researcher", "outsider",
-          "cluster_admin"]
+PEOPLE = [
+    "leader",
+    "manager",
+    "other_manager",
+    "project_lead",
+    "researcher",
+    "outsider",
+    "cluster_admin",
+]
 
 
 def client_for(user):
@@ -16,38 +23,67 @@ def client_for(user):
 
 
 REQUEST_PROTECTION = {
-    "researcher": 201, "cluster_admin": 201, "leader": 403, "manager": 403, "project_lead": 403,
-    "other_manager": 400, "outsider": 400,
+    "researcher": 201,
+    "cluster_admin": 201,
+    "leader": 403,
+    "manager": 403,
+    "project_lead": 403,
+    "other_manager": 400,
+    "outsider": 400,
 }
 
 
 @pytest.mark.parametrize("who", PEOPLE)
 def test_who_may_ask_to_protect_the_researchers_job(who, personas, job):
-    response = client_for(personas[who]).post("/api/v1/exceptions/", {
-        "kind": "extended_protection", "job": job.pk, "hours": 12, "justification": "deadline",
-    }, format="json")
+    response = client_for(personas[who]).post(
+        "/api/v1/exceptions/",
+        {
+            "kind": "extended_protection",
+            "job": job.pk,
+            "hours": 12,
+            "justification": "deadline",
+        },
+        format="json",
+    )
     assert response.status_code == REQUEST_PROTECTION[who], response.json()
     if response.status_code != 201:
         assert response.json()["field"] == "job"
 
 
 REQUEST_TOPUP = {
-    "researcher": 201, "project_lead": 201, "manager": 201, "leader": 201, "cluster_admin": 201,
-    "other_manager": 400, "outsider": 400,
+    "researcher": 201,
+    "project_lead": 201,
+    "manager": 201,
+    "leader": 201,
+    "cluster_admin": 201,
+    "other_manager": 400,
+    "outsider": 400,
 }
 
 
 @pytest.mark.parametrize("who", PEOPLE)
 def test_who_may_ask_to_top_up_olmo(who, personas, budget_tree):
-    response = client_for(personas[who]).post("/api/v1/exceptions/", {
-        "kind": "budget_topup", "node": "nlp/olmo", "gpu_hours": 100, "justification": "more",
-    }, format="json")
+    response = client_for(personas[who]).post(
+        "/api/v1/exceptions/",
+        {
+            "kind": "budget_topup",
+            "node": "nlp/olmo",
+            "gpu_hours": 100,
+            "justification": "more",
+        },
+        format="json",
+    )
     assert response.status_code == REQUEST_TOPUP[who], response.json()
 
 
 APPROVE_TOPUP = {
-    "manager": 200, "leader": 200, "project_lead": 403, "cluster_admin": 403, "researcher": 403,
-    "other_manager": 404, "outsider": 404,
+    "manager": 200,
+    "leader": 200,
+    "project_lead": 403,
+    "cluster_admin": 403,
+    "researcher": 403,
+    "other_manager": 404,
+    "outsider": 404,
 }
 
 
@@ -61,8 +97,13 @@ def test_who_may_approve_the_researchers_top_up(who, personas, topup):
 
 
 APPROVE_PROTECTION = {
-    "cluster_admin": 200, "leader": 200, "manager": 403, "project_lead": 403, "researcher": 403,
-    "other_manager": 404, "outsider": 404,
+    "cluster_admin": 200,
+    "leader": 200,
+    "manager": 403,
+    "project_lead": 403,
+    "researcher": 403,
+    "other_manager": 404,
+    "outsider": 404,
 }
 
 
@@ -85,8 +126,13 @@ def test_who_may_reject_protection_of_the_researchers_job(who, personas, protect
 
 
 WITHDRAW = {
-    "researcher": 200, "manager": 403, "leader": 403, "project_lead": 403, "cluster_admin": 403,
-    "other_manager": 404, "outsider": 404,
+    "researcher": 200,
+    "manager": 403,
+    "leader": 403,
+    "project_lead": 403,
+    "cluster_admin": 403,
+    "other_manager": 404,
+    "outsider": 404,
 }
 
 
@@ -98,8 +144,13 @@ def test_only_the_person_who_asked_may_withdraw(who, personas, topup):
 
 
 SEES_TOPUP = {
-    "researcher": True, "manager": True, "leader": True, "cluster_admin": True,
-    "project_lead": True, "other_manager": False, "outsider": False,
+    "researcher": True,
+    "manager": True,
+    "leader": True,
+    "cluster_admin": True,
+    "project_lead": True,
+    "other_manager": False,
+    "outsider": False,
 }
 
 
@@ -113,8 +164,7 @@ def test_who_sees_the_researchers_top_up(who, personas, topup):
     assert detail.status_code == (200 if SEES_TOPUP[who] else 404)
 
 
-def test_a_manager_cannot_approve_their_own_request_even_in_their_program(manager, leader,
-                                                                          topup):
+def test_a_manager_cannot_approve_their_own_request_even_in_their_program(manager, leader, topup):
     request = topup(who=manager)
     response = client_for(manager).post(f"/api/v1/exceptions/{request.pk}/approve/")
     assert response.status_code == 403

@@ -13,8 +13,11 @@ from budgets.exceptions.workflow import ALLOWED, transition
 from scheduling.models import JobEvent
 
 EXPECTED = {
-    ("submitted", "approved"), ("submitted", "rejected"), ("submitted", "withdrawn"),
-    ("approved", "active"), ("active", "expired"),
+    ("submitted", "approved"),
+    ("submitted", "rejected"),
+    ("submitted", "withdrawn"),
+    ("approved", "active"),
+    ("active", "expired"),
 }
 ALL_PAIRS = list(itertools.product(State.values, State.values))
 
