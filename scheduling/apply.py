@@ -96,9 +96,15 @@ def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime,
         job = jobs.get(job_id)
         if job is None or job_id in started or job.state != Job.State.PENDING:
             continue
-        job.pending_code, job.pending_message = info.code, info.message[:300]
-        job.queue_position = info.position
-        job.estimated_start = from_epoch(info.estimated_start_s)
+        values = (info.code, info.message[:300], info.position, from_epoch(info.estimated_start_s))
+        if values == (
+            job.pending_code,
+            job.pending_message,
+            job.queue_position,
+            job.estimated_start,
+        ):
+            continue  # bulk_update is costly per row: write only what changed
+        job.pending_code, job.pending_message, job.queue_position, job.estimated_start = values
         waiting.append(job)
     Job.objects.bulk_update(
         waiting,
@@ -111,16 +117,21 @@ def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime,
         job = jobs.get(job_id)
         if job is None or job.state != Job.State.RUNNING:
             continue
-        job.explanation = _explanation_json(info)
-        explained.append(job)
+        explanation = _explanation_json(info)
+        if explanation != job.explanation:
+            job.explanation = explanation
+            explained.append(job)
     Job.objects.bulk_update(explained, ["explanation"], batch_size=500)
 
-    drained = list(Node.objects.filter(cluster=cluster, drained=True))
-    for node in drained:
-        node.drained_by = from_epoch(decisions.drains.get(node.name, now.timestamp()))
+    drained = []
+    for node in Node.objects.filter(cluster=cluster, drained=True):
+        drained_by = from_epoch(decisions.drains.get(node.name, now.timestamp()))
+        if node.drained_by != drained_by:
+            node.drained_by = drained_by
+            drained.append(node)
     Node.objects.bulk_update(drained, ["drained_by"])
     return {
         "started": len(decisions.starts),
         "preempted": len(decisions.preemptions),
-        "waiting": len(waiting),
+        "waiting": len(decisions.pending),
     }
