@@ -1,0 +1,83 @@
+"""End to end on a real slurmctld: a job submitted through the portal's API runs in Slurm on
+exactly the nodes the engine chose, and cancelling it in the portal cancels it in Slurm."""
+
+import fcntl
+import time
+import uuid
+
+import pytest
+
+from scheduling import dispatch
+from scheduling.backends.base import RemoteState
+from scheduling.discovery import register_cluster
+from scheduling.models import Job
+from tests.backends.test_slurm_cluster import LOCK, controller_answers
+from tests.conftest import service_missing
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture
+def slurm_cluster(db):
+    with open(LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        if not controller_answers():
+            service_missing("no Slurm controller answers `scontrol ping` (run scripts/slurm-up.sh)")
+        report = register_cluster(
+            f"slurm-{uuid.uuid4().hex[:6]}",
+            "slurm",
+            {"command_timeout": "20", "gpu_type": "H100"},
+        )
+        yield report.cluster
+        backend = dispatch.backend_for(report.cluster)
+        for remote in backend.sync():
+            if remote.state in (RemoteState.PENDING, RemoteState.RUNNING):
+                backend.cancel(remote.job_id, remote.external_id)
+
+
+def _remote(cluster, attempt_key, timeout=60):
+    backend = dispatch.backend_for(cluster)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for remote in backend.sync():
+            if remote.attempt_key == attempt_key and remote.state == RemoteState.RUNNING:
+                return remote
+        time.sleep(1)
+    return None
+
+
+def test_a_portal_job_runs_in_slurm_on_the_nodes_the_engine_chose(
+    client, researcher, slurm_cluster, run_pass, committed
+):
+    assert slurm_cluster.nodes.count() >= 2
+    assert all(node.gpus == 8 for node in slurm_cluster.nodes.all())
+    client.force_login(researcher)
+    response = client.post(
+        "/api/v1/jobs/",
+        {
+            "name": "e2e",
+            "project": "nlp/olmo",
+            "cluster": slurm_cluster.name,
+            "gpus": 2,
+            "min_runtime_s": 3600,
+            "command": "sleep 300",
+        },
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.content
+    job = Job.objects.get(pk=response.json()["id"])
+
+    run_pass(slurm_cluster)
+    job.refresh_from_db()
+    assert job.state == Job.State.RUNNING and job.dispatched
+    chosen = tuple(name for name, _ in job.nodes)
+    remote = _remote(slurm_cluster, job.attempt_key)
+    assert remote is not None, "the job never ran in Slurm"
+    assert remote.nodes == chosen
+    assert remote.external_id == job.external_id
+
+    with committed():
+        assert client.post(f"/api/v1/jobs/{job.pk}/cancel/").status_code == 200
+    backend = dispatch.backend_for(slurm_cluster)
+    states = {r.attempt_key: r.state for r in backend.sync()}
+    assert states.get(job.attempt_key) in (RemoteState.CANCELLED, None)
