@@ -14,6 +14,8 @@ from tests.budgets.factories import UsageEntryFactory
 from tests.scheduling.test_pages_factories import cluster_fixture, make_job  # noqa: F401
 
 pytestmark = pytest.mark.django_db
+RUNNING_PAGE_QUERIES = 9
+OPERATIONS_PAGE_QUERIES = 10
 
 
 @pytest.fixture
@@ -66,6 +68,14 @@ def test_a_researcher_sees_only_the_running_jobs_they_may_see(client, researcher
     assert "seg-train" not in page and "vision" not in page
 
 
+def test_an_unfunded_running_job_is_shown_as_preemptible_not_protected(client, researcher, busy):
+    client.force_login(researcher)
+    page = client.get(reverse("job-list")).content.decode()
+    row = page[page.index(f'id="job-{busy["free"].pk}"'):]
+    row = row[: row.index("</tr>")]
+    assert "unfunded: preemptible at any time" in row and "protected until" not in row
+
+
 def test_an_outsider_sees_nothing_running(client, outsider, busy):
     client.force_login(outsider)
     page = client.get(reverse("running-overview")).content.decode()
@@ -88,7 +98,7 @@ def test_running_overview_query_count_does_not_grow_with_jobs(client, leader, cl
         with CaptureQueriesContext(connection) as queries:
             client.get(reverse("running-overview"))
         counts.append(len(queries))
-    assert counts[0] == counts[1]
+    assert counts == [RUNNING_PAGE_QUERIES, RUNNING_PAGE_QUERIES]
 
 
 # -- operations ---------------------------------------------------------------------------------
@@ -194,4 +204,4 @@ def test_operations_query_count_does_not_grow_with_jobs(client, cluster_admin, c
         with CaptureQueriesContext(connection) as queries:
             client.get(reverse("operations"))
         counts.append(len(queries))
-    assert counts[0] == counts[1]
+    assert counts == [OPERATIONS_PAGE_QUERIES, OPERATIONS_PAGE_QUERIES]

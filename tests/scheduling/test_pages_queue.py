@@ -10,7 +10,7 @@ from scheduling.models import Cluster
 from tests.scheduling.test_pages_factories import cluster_fixture, make_cluster, make_job  # noqa: F401
 
 pytestmark = pytest.mark.django_db
-QUEUE_PAGE_QUERIES = 9
+QUEUE_PAGE_QUERIES = 10
 
 
 def test_queue_index_lists_clusters_with_busy_and_total_gpus(client, researcher, cluster,
@@ -60,6 +60,13 @@ def test_a_healthy_backend_shows_no_alarm(client, researcher, cluster):
     client.force_login(researcher)
     page = client.get(reverse("cluster-queue", args=["jupiter"])).content.decode()
     assert "unreachable" not in page
+
+
+def test_queue_index_flags_an_unreachable_backend(client, researcher, cluster):
+    Cluster.objects.filter(pk=cluster.pk).update(reachable=False, last_error="ssh: refused")
+    client.force_login(researcher)
+    page = client.get(reverse("queue-index")).content.decode()
+    assert "unreachable" in page and "ssh: refused" in page
 
 
 def test_unknown_cluster_is_404(client, researcher, cluster):
