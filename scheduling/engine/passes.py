@@ -101,6 +101,7 @@ class Pass:
             if any(lane.get(p.cluster, 0) > 0 for p in st.pools_for(job)):
                 if not self._try_interactive(job):
                     deferred.append(job)
+        saturated = False
         for job in queue:
             if job.id in self.started or job.id in self.funded_fail:
                 continue
@@ -109,8 +110,11 @@ class Pass:
                 continue
             if not self._try_funded(job):
                 deferred.append(job)
+            elif job.id not in self.started and self.fairshare and self._saturated():
+                saturated = True  # nothing can start any more: the rest simply wait
+                break
         unfunded = sorted({j.id: j for j in deferred}.values(), key=st.order_key)
-        for job in unfunded:
+        for job in [] if saturated else unfunded:
             if job.id in self.started or job.id in self.funded_fail:
                 continue
             if job.kind == "interactive" and not self._interactive_ok(job):
@@ -161,6 +165,11 @@ class Pass:
         """Place a funded job or record why it waits. False: it is unfunded (try later)."""
         st = self.st
         pools = st.pools_for(job)
+        if not all(p.fits_ever(job.gpus) for p in pools):
+            pools = [p for p in pools if p.fits_ever(job.gpus)]
+            if not pools:  # it can never fit: it must not block the jobs behind it
+                self.funded_fail[job.id] = "ExceedsCapacity"
+                return True
         if len(pools) == 1 and self.fairshare and self._hopeless(pools[0], job):
             if not st.can_fund(job, pools[0]):
                 return False
@@ -203,6 +212,16 @@ class Pass:
         for pool in pools:
             self.blocked_pools.add(id(pool))
         self.funded_fail[job.id] = "Unfunded" if not funded else "Resources"
+        return True
+
+    def _saturated(self) -> bool:
+        """No free GPU anywhere, not even on held nodes, and no victim search can succeed:
+        every job further down the queue would wait, so the pass can stop early."""
+        for pool in self.st.pools.values():
+            if pool.max_free() > 0 or any(pool.free[i] > 0 for i in pool.held):
+                return False
+            if not self._search_futile(pool, 0, 1):
+                return False
         return True
 
     def _hopeless(self, pool: Pool, job: PendingJob) -> bool:

@@ -64,7 +64,10 @@ def _code(pass_, job: PendingJob, pools: list[Pool], cache: dict) -> str:
         cache[key] = fits
     if fits:
         return fits
-    code = pass_.funded_fail.get(job.id, "Priority")
+    code = pass_.funded_fail.get(job.id)
+    if code is None:  # not visited: the pass stopped early on a saturated cluster
+        st = pass_.st
+        code = "Priority" if any(st.can_fund(job, p) for p in pools) else "Unfunded"
     if code in ("Priority", "Resources") and job.id not in pass_.holder_of:
         rkey = ("held", job.cluster, job.gpu_type, job.gpus)
         on_held = cache.get(rkey)

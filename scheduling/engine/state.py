@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from scheduling.engine.model import PendingJob, RunningJob, Snapshot
 from scheduling.engine.placement import Pool
-from scheduling.engine.tree import FairTree
+from scheduling.engine.tree import UNRANKED, FairTree
 
 PRIORITY_LEVELS = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
 
@@ -37,6 +37,8 @@ class PassState:
         for pool in self.pools.values():
             pool.index()
         self._prot: dict[str, float] = {}
+        self._rank_of = {path: n.rank for path, n in self.tree.nodes.items()}
+        self._user_usage = snap.user_usage_gpu_s
         self._pool_cache: dict[tuple[str | None, str | None], list[Pool]] = {}
 
     def add_running(self, job: RunningJob) -> None:
@@ -116,5 +118,5 @@ class PassState:
             return (job.submit_s, job.id)
         if name == "priority":
             return (-PRIORITY_LEVELS.get(job.priority, 1), job.submit_s, job.id)
-        usage = self.snap.user_usage_gpu_s.get((job.project, job.user), 0.0)
-        return (self.tree.rank(job.project), usage, job.submit_s, job.id)
+        usage = self._user_usage.get((job.project, job.user), 0.0)
+        return (self._rank_of.get(job.project, UNRANKED), usage, job.submit_s, job.id)

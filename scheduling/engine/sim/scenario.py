@@ -195,8 +195,10 @@ TRACE_COLUMNS = (
 BOOLS = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
 
-def load_trace(path: str, until_s: float | None = None) -> list[TraceJob]:
-    """Rows submitted after ``until_s`` are skipped (they are outside the replay)."""
+def load_trace(path: str, until_s: float | None = None, from_s: float = 0.0) -> list[TraceJob]:
+    """Rows submitted after ``until_s`` are skipped (they are outside the replay). With
+    ``from_s``, only rows submitted at or after it are kept and their submit times shifted so
+    the slice starts at 0 (``until_s`` then counts from the start of the slice)."""
     try:
         fh = open(path, newline="", encoding="utf-8")
     except OSError as exc:
@@ -235,8 +237,8 @@ def load_trace(path: str, until_s: float | None = None) -> list[TraceJob]:
             priority = (row.get("priority") or "normal").strip()
             if priority not in ("low", "normal", "high", "urgent"):
                 raise InputError(path, line, "priority", "must be low, normal, high or urgent")
-            submit = num("submit_s")
-            if until_s is not None and submit > until_s:
+            submit = num("submit_s") - from_s
+            if submit < 0 or (until_s is not None and submit > until_s):
                 continue
             jobs.append(
                 TraceJob(

@@ -24,18 +24,34 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("scenario")
         parser.add_argument("trace")
-        parser.add_argument("--policy", choices=["fairshare", "priority", "fifo"], default="fairshare")
+        parser.add_argument(
+            "--policy", choices=["fairshare", "priority", "fifo"], default="fairshare"
+        )
         parser.add_argument("--json", dest="json_out", required=True, metavar="OUT.json")
         parser.add_argument("--events", metavar="EVENTS.csv")
         parser.add_argument("--until", type=float, metavar="SECONDS")
         parser.add_argument("--plot", metavar="OUT.png")
-        parser.add_argument("--pass-interval", type=float, default=60.0, metavar="SECONDS",
-                            help="least simulated time between two scheduling passes")
+        parser.add_argument(
+            "--from",
+            dest="from_s",
+            type=float,
+            default=0.0,
+            metavar="SECONDS",
+            help="replay the slice of the trace that starts here (times shift "
+            "to start at 0; --until counts from the slice's start)",
+        )
+        parser.add_argument(
+            "--pass-interval",
+            type=float,
+            default=60.0,
+            metavar="SECONDS",
+            help="least simulated time between two scheduling passes",
+        )
 
     def handle(self, *args, **opts):
         try:
             scenario = load_scenario(opts["scenario"])
-            jobs = load_trace(opts["trace"], opts["until"])
+            jobs = load_trace(opts["trace"], opts["until"], opts["from_s"])
         except InputError as exc:
             raise CommandError(str(exc)) from None
         progress, bar = None, None
@@ -49,8 +65,12 @@ class Command(BaseCommand):
                 bar.update(max(0, min(int(t), bar.total) - bar.n))
 
         sim = Simulator(
-            scenario, jobs, opts["policy"], until_s=opts["until"],
-            pass_interval_s=opts["pass_interval"], record_events=bool(opts["events"]),
+            scenario,
+            jobs,
+            opts["policy"],
+            until_s=opts["until"],
+            pass_interval_s=opts["pass_interval"],
+            record_events=bool(opts["events"]),
             progress=progress,
         )
         result = sim.run()
@@ -62,5 +82,7 @@ class Command(BaseCommand):
             write_events(result, opts["events"])
         if opts["plot"]:
             plot(result, opts["plot"])
-        self.stdout.write(f"{opts['policy']}: {result.submitted} jobs, horizon "
-                          f"{result.horizon_s:.0f} s, {result.passes} passes -> {opts['json_out']}")
+        self.stdout.write(
+            f"{opts['policy']}: {result.submitted} jobs, horizon "
+            f"{result.horizon_s:.0f} s, {result.passes} passes -> {opts['json_out']}"
+        )
