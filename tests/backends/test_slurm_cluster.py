@@ -5,10 +5,12 @@ controller up and every node resumed, so the suite can run in any order and the 
 idle for whoever comes next.
 """
 
+import fcntl
 import itertools
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -24,6 +26,8 @@ pytestmark = pytest.mark.slurm
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 _ids = itertools.count(1)
+LOCK = Path(tempfile.gettempdir()) / "allot-slurm-tests.lock"
+ACTIVE = {RemoteState.PENDING, RemoteState.RUNNING}
 
 
 def controller_answers() -> bool:
@@ -43,25 +47,37 @@ def harness(*args: str) -> None:
     )
 
 
+def _backend(exclusive: bool):
+    """A backend with its own cluster tag, holding the test lock: shared for tests that only
+    use a GPU or two, exclusive for those that stop the controller, drain a node or need every
+    GPU (pytest-xdist may run these tests in parallel processes)."""
+    with open(LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if not controller_answers():
+            service_missing("no Slurm controller answers `scontrol ping` (run scripts/slurm-up.sh)")
+        backend = SlurmBackend(f"test-{uuid.uuid4().hex[:8]}", {"command_timeout": "20"})
+        try:
+            yield backend
+        finally:
+            if not controller_answers():
+                harness("slurm-up.sh")
+            for job in backend.sync():
+                if job.state in ACTIVE:
+                    backend.cancel(job.job_id, job.external_id)
+            wait_for(lambda: all(j.state not in ACTIVE for j in backend.sync()))
+
+
 @pytest.fixture
 def slurm():
-    if not controller_answers():
-        service_missing("no Slurm controller answers `scontrol ping` (run scripts/slurm-up.sh)")
-    backend = SlurmBackend(f"test-{uuid.uuid4().hex[:8]}", {"command_timeout": "20"})
-    yield backend
-    if not controller_answers():
-        harness("slurm-up.sh")
-    for job in backend.sync():
-        if job.state in {RemoteState.PENDING, RemoteState.RUNNING}:
-            backend.cancel(job.job_id, job.external_id)
-    wait_for(
-        lambda: all(
-            j.state not in {RemoteState.PENDING, RemoteState.RUNNING} for j in backend.sync()
-        )
-    )
+    yield from _backend(exclusive=False)
 
 
-def launch(nodes=("node2",), gpus_per_node=2, command="sleep 60", **kw) -> LaunchSpec:
+@pytest.fixture
+def slurm_alone():
+    yield from _backend(exclusive=True)
+
+
+def launch(nodes=("node2",), gpus_per_node=1, command="sleep 60", **kw) -> LaunchSpec:
     job_id = kw.pop("job_id", None) or 900_000 + os.getpid() % 1000 * 100 + next(_ids)
     return LaunchSpec(
         job_id=job_id,
@@ -112,9 +128,9 @@ def test_a_job_pinned_to_the_second_node_runs_there_and_nowhere_else(slurm):
     assert running.attempt_key == submitted.attempt_key
 
 
-def test_a_two_node_job_gets_every_gpu_of_both_pinned_nodes(slurm):
-    submitted = slurm.submit(launch(nodes=("node1", "node2"), gpus_per_node=8))
-    running = wait_state(slurm, submitted.external_id, RemoteState.RUNNING)
+def test_a_two_node_job_gets_every_gpu_of_both_pinned_nodes(slurm_alone):
+    submitted = slurm_alone.submit(launch(nodes=("node1", "node2"), gpus_per_node=8))
+    running = wait_state(slurm_alone, submitted.external_id, RemoteState.RUNNING)
     assert running.nodes == ("node1", "node2")
     used = subprocess.run(
         ["sinfo", "-h", "-N", "-p", "gpu", "-O", "NodeList,GresUsed:30"],
@@ -166,15 +182,15 @@ def test_finished_jobs_report_completed_or_failed_with_their_exit_code(slurm):
     assert wait_state(slurm, bad.external_id, RemoteState.FAILED).exit_code == 3
 
 
-def test_a_drained_node_shows_in_discovery_until_it_is_resumed(slurm):
+def test_a_drained_node_shows_in_discovery_until_it_is_resumed(slurm_alone):
     try:
-        slurm.drain_node("node2", "allot: test maintenance")
-        node2 = next(n for n in slurm.discover_nodes() if n.name == "node2")
+        slurm_alone.drain_node("node2", "allot: test maintenance")
+        node2 = next(n for n in slurm_alone.discover_nodes() if n.name == "node2")
         assert node2.drained
         assert node2.reason == "allot: test maintenance"
     finally:
-        slurm.undrain_node("node2")
-    node2 = next(n for n in slurm.discover_nodes() if n.name == "node2")
+        slurm_alone.undrain_node("node2")
+    node2 = next(n for n in slurm_alone.discover_nodes() if n.name == "node2")
     assert not node2.drained
 
 
@@ -226,31 +242,33 @@ def test_concurrent_retries_of_one_attempt_converge_on_a_single_running_job(slur
     for w in workers:
         w.join()
     assert len({r.external_id for r in results}) == 1
-    alive = wait_for(
-        lambda: [
-            j
+
+    # A copy that was already running shows COMPLETING (still running) for a moment after scancel.
+    def alive():
+        return [
+            j.external_id
             for j in slurm.sync()
             if j.attempt_key == spec.attempt_key and j.state is not RemoteState.CANCELLED
         ]
-    )
-    assert [j.external_id for j in alive] == [results[0].external_id]
+
+    assert wait_for(lambda: alive() == [results[0].external_id])
 
 
-def test_a_job_survives_a_controller_restart_and_sync_reports_it_again(slurm):
-    submitted = slurm.submit(launch(nodes=("node1",)))
-    wait_state(slurm, submitted.external_id, RemoteState.RUNNING)
-    impatient = SlurmBackend(slurm.cluster_name, {"command_timeout": "1"})
+def test_a_job_survives_a_controller_restart_and_sync_reports_it_again(slurm_alone):
+    submitted = slurm_alone.submit(launch(nodes=("node1",)))
+    wait_state(slurm_alone, submitted.external_id, RemoteState.RUNNING)
+    impatient = SlurmBackend(slurm_alone.cluster_name, {"command_timeout": "1"})
     harness("slurm-down.sh", "--controller")
     try:
         started = time.monotonic()
         with pytest.raises(BackendUnavailable, match="Failed while looking for jobs"):
-            slurm.sync()  # squeue exits 0 here: only its JSON says the controller is gone
+            slurm_alone.sync()  # squeue exits 0 here: only its JSON says the controller is gone
         with pytest.raises(BackendUnavailable, match="did not answer within 1 s"):
             impatient.submit(launch())
         assert time.monotonic() - started < 15
     finally:
         harness("slurm-up.sh")
-    back = wait_state(slurm, submitted.external_id, RemoteState.RUNNING)
+    back = wait_state(slurm_alone, submitted.external_id, RemoteState.RUNNING)
     assert back.nodes == ("node1",)
     assert back.attempt_key == submitted.attempt_key
 
