@@ -1,7 +1,10 @@
-"""REST API for budgets: list and read nodes with their numbers, change a grant, transfer.
+"""REST API for budgets: list and read nodes with their numbers; change a grant, a name or a
+weight; create, move and archive nodes; transfer between siblings.
 
-Scope comes from `budgets.access`, writes from `budgets.services`; service errors become
-`{"message", "field"}` through portal.api (validation → 400, concurrent edit → 409).
+Scope comes from `budgets.access`, writes from `budgets.services` (through `budgets.forms` when
+one request carries several changes); service errors become `{"message", "field"}` through
+portal.api (validation → 400, concurrent edit → 409). A node named in the body that the caller
+may not see answers 404 and one they may not build under 403, both naming that field.
 """
 
 from django.core.exceptions import PermissionDenied
@@ -12,18 +15,23 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from budgets import access, services
+from budgets import access, forms, services
 from budgets.balances import tree_stats
 from budgets.errors import BudgetError, ConflictError
 from budgets.serializers import (
+    ArchivedNodeSerializer,
     AuditEntrySerializer,
     BudgetNodeSerializer,
-    GrantUpdateSerializer,
+    NodeArchiveSerializer,
+    NodeCreateSerializer,
+    NodeMoveSerializer,
+    NodeUpdateSerializer,
     TransferResultSerializer,
     TransferSerializer,
 )
 
 ERROR = OpenApiResponse(description='{"message": ..., "field": ..., "errors": {...}}')
+REFUSALS = {400: ERROR, 403: ERROR, 404: ERROR}
 
 
 class Conflict(exceptions.APIException):
@@ -50,10 +58,15 @@ def serialize(stats, items, many=False):
 @extend_schema_view(
     list=extend_schema(summary="Budget nodes you may see, with this period's numbers"),
     retrieve=extend_schema(summary="One budget node", responses={200: BudgetNodeSerializer}),
+    create=extend_schema(
+        summary="Create a child node, optionally with its first grant",
+        request=NodeCreateSerializer,
+        responses={201: BudgetNodeSerializer, **REFUSALS},
+    ),
     partial_update=extend_schema(
-        summary="Change a node's grant for this period",
-        request=GrantUpdateSerializer,
-        responses={200: BudgetNodeSerializer, 400: ERROR, 403: ERROR, 404: ERROR, 409: ERROR},
+        summary="Change a node's name, slug, weight and/or grant for this period, all or none",
+        request=NodeUpdateSerializer,
+        responses={200: BudgetNodeSerializer, **REFUSALS, 409: ERROR},
     ),
 )
 class BudgetNodeViewSet(
@@ -63,7 +76,7 @@ class BudgetNodeViewSet(
     viewsets.GenericViewSet,
 ):
     serializer_class = BudgetNodeSerializer
-    http_method_names = ["get", "patch", "head", "options"]
+    http_method_names = ["get", "post", "patch", "head", "options"]
 
     def get_queryset(self):
         return access.visible_nodes(self.request.user)
@@ -78,23 +91,67 @@ class BudgetNodeViewSet(
         stats = tree_stats()
         return Response(serialize(stats, stats[node.pk]))
 
-    def partial_update(self, request, pk=None, *args, **kwargs):
-        node = access.get_node_for_user(request.user, pk, write=True)
-        payload = GrantUpdateSerializer(data=request.data)
-        payload.is_valid(raise_exception=True)
-        data = payload.validated_data
+    def create(self, request, *args, **kwargs):
+        data = _valid(NodeCreateSerializer, request)
+        parent = _parent_for(request.user, data["parent"])
         try:
-            services.set_grant(
+            node = forms.create_child(
                 request.user,
-                node,
-                data["grant_gpu_hours"],
-                expected_version=data.get("version"),
+                parent,
+                name=data["name"],
+                slug=data["slug"],
+                grant_gpu_hours=data.get("grant_gpu_hours"),
                 reason=data["reason"],
             )
         except BudgetError as error:
             raise_for(error)
         stats = tree_stats()
+        return Response(serialize(stats, stats[node.pk]), status=status.HTTP_201_CREATED)
+
+    def partial_update(self, request, pk=None, *args, **kwargs):
+        node = access.get_node_for_user(request.user, pk, write=True)
+        data = _valid(NodeUpdateSerializer, request)
+        changes = {f: data[f] for f in ("name", "slug", "weight", "grant_gpu_hours") if f in data}
+        try:
+            forms.change_node(
+                request.user, node, version=data.get("version"), reason=data["reason"], **changes
+            )
+        except BudgetError as error:
+            raise_for(error)
+        stats = tree_stats()
         return Response(serialize(stats, stats[node.pk]))
+
+    @extend_schema(
+        summary="Move a node and its subtree under another parent",
+        request=NodeMoveSerializer,
+        responses={200: BudgetNodeSerializer, **REFUSALS},
+    )
+    @action(detail=True, methods=["post"])
+    def move(self, request, pk=None):
+        node = access.get_node_for_user(request.user, pk, write=True)
+        data = _valid(NodeMoveSerializer, request)
+        parent = _parent_for(request.user, data["parent"])
+        try:
+            services.move_node(request.user, node, parent, reason=data["reason"])
+        except BudgetError as error:
+            raise_for(error)
+        stats = tree_stats()
+        return Response(serialize(stats, stats[node.pk]))
+
+    @extend_schema(
+        summary="Archive a node and its subtree (it must hold no grant and fund no running job)",
+        request=NodeArchiveSerializer,
+        responses={200: ArchivedNodeSerializer, **REFUSALS},
+    )
+    @action(detail=True, methods=["post"])
+    def archive(self, request, pk=None):
+        node = access.get_node_for_user(request.user, pk, write=True)
+        data = _valid(NodeArchiveSerializer, request)
+        try:
+            node = services.archive_node(request.user, node, reason=data["reason"])
+        except BudgetError as error:
+            raise_for(error)
+        return Response(ArchivedNodeSerializer(node).data)
 
     @extend_schema(summary="The node's audit trail", responses=AuditEntrySerializer(many=True))
     @action(detail=True, methods=["get"])
@@ -102,6 +159,23 @@ class BudgetNodeViewSet(
         node = access.get_node_for_user(request.user, pk)
         entries = node.audit.select_related("actor")[:200]
         return Response(AuditEntrySerializer(entries, many=True).data)
+
+
+def _valid(serializer_class, request) -> dict:
+    payload = serializer_class(data=request.data)
+    payload.is_valid(raise_exception=True)
+    return payload.validated_data
+
+
+def _parent_for(user, pk):
+    """The parent named in the body: one the caller may see (404) and build under (403)."""
+    try:
+        parent = access.get_node_for_user(user, pk)
+    except Http404:
+        raise exceptions.NotFound({"parent": "No such budget node."}) from None
+    if not access.can_manage_structure(user, parent):
+        raise exceptions.PermissionDenied({"parent": f"You cannot add nodes under {parent.label}."})
+    return parent
 
 
 def _node_for(user, pk, field):

@@ -1,5 +1,5 @@
-"""API shapes for budget nodes, grant changes and transfers. Serializers read `NodeStats`
-(numbers computed for many nodes at once), never compute per row."""
+"""API shapes for budget nodes, their changes (grant, name, weight, structure) and transfers.
+Serializers read `NodeStats` (numbers computed for many nodes at once), never compute per row."""
 
 from rest_framework import serializers
 
@@ -27,12 +27,67 @@ class BudgetNodeSerializer(serializers.Serializer):
         return self.context["parent_ids"].get(stats.node.pk)
 
 
-class GrantUpdateSerializer(serializers.Serializer):
-    grant_gpu_hours = serializers.DecimalField(max_digits=16, decimal_places=2)
+REASON = {"required": False, "allow_blank": True, "default": "", "help_text": "For the audit."}
+# Names and slugs are checked by the services, so page and API refuse them in the same words.
+NAME = {"allow_blank": True, "max_length": None}
+CHANGES = ("name", "slug", "weight", "grant_gpu_hours")
+
+
+class NodeUpdateSerializer(serializers.Serializer):
+    """A PATCH: any of name, slug, weight and grant, applied together or not at all."""
+
+    name = serializers.CharField(required=False, **NAME)
+    slug = serializers.CharField(
+        required=False, help_text="Short name in the path; changes descendants' paths.", **NAME
+    )
+    weight = serializers.DecimalField(
+        required=False,
+        allow_null=True,
+        max_digits=16,
+        decimal_places=2,
+        help_text="Share among siblings instead of the grant; null clears it.",
+    )
+    grant_gpu_hours = serializers.DecimalField(required=False, max_digits=16, decimal_places=2)
     version = serializers.IntegerField(
         required=False, min_value=0, help_text="The version you read; a mismatch answers 409."
     )
-    reason = serializers.CharField(required=False, allow_blank=True, default="")
+    reason = serializers.CharField(**REASON)
+
+    def validate(self, attrs):
+        if not any(field in attrs for field in CHANGES):
+            # Named after the field a PATCH most often carries, as before it took others.
+            raise serializers.ValidationError(
+                {"grant_gpu_hours": "Send at least one of name, slug, weight, grant_gpu_hours."}
+            )
+        return attrs
+
+
+class NodeCreateSerializer(serializers.Serializer):
+    parent = serializers.IntegerField(help_text="The node to create the child under.")
+    name = serializers.CharField(**NAME)
+    slug = serializers.CharField(
+        required=False, default="", help_text="Defaults to the name, slugified.", **NAME
+    )
+    grant_gpu_hours = serializers.DecimalField(
+        required=False, allow_null=True, max_digits=16, decimal_places=2
+    )
+    reason = serializers.CharField(**REASON)
+
+
+class NodeMoveSerializer(serializers.Serializer):
+    parent = serializers.IntegerField(help_text="The new parent.")
+    reason = serializers.CharField(**REASON)
+
+
+class NodeArchiveSerializer(serializers.Serializer):
+    reason = serializers.CharField(**REASON)
+
+
+class ArchivedNodeSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="pk")
+    name = serializers.CharField()
+    path = serializers.CharField(source="slug_path")
+    archived = serializers.BooleanField()
 
 
 class TransferSerializer(serializers.Serializer):
