@@ -364,7 +364,11 @@ class SlurmBackend(Backend):
         comment = format_comment(self.tag, self.cluster_name, spec)
         result = self.runner.run(sbatch_args(spec, comment, self.options))
         external_id = parse_sbatch_parsable(result.stdout)
-        same = self._with_key(self._jobs(), spec.attempt_key)
+        try:
+            same = self._with_key(self._jobs(), spec.attempt_key)
+        except BackendUnavailable:
+            # The launch happened; the duplicate check is a second line of defence.
+            same = []
         for extra in same[1:]:
             self.runner.run(["scancel", extra.external_id], check=False)
         if same:
