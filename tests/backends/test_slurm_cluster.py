@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slurm
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 _ids = itertools.count(1)
 LOCK = Path(tempfile.gettempdir()) / "allot-slurm-tests.lock"
-ACTIVE = {RemoteState.PENDING, RemoteState.RUNNING}
+FINAL = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY"}
 
 
 def controller_answers() -> bool:
@@ -61,10 +61,11 @@ def _backend(exclusive: bool):
         finally:
             if not controller_answers():
                 harness("slurm-up.sh")
+            # Every job of this test, held ones (requeue mode) included; scancel of a finished
+            # job is harmless.
             for job in backend.sync():
-                if job.state in ACTIVE:
-                    backend.cancel(job.job_id, job.external_id)
-            wait_for(lambda: all(j.state not in ACTIVE for j in backend.sync()))
+                backend.cancel(job.job_id, job.external_id)
+            wait_for(lambda: all(j.extra["slurm_state"] in FINAL for j in backend.sync()))
 
 
 @pytest.fixture
