@@ -68,7 +68,7 @@ def explain_job(job: Job, now=None) -> dict:
         if running and job.protected_until
         else None,
         "protected": bool(protected),
-        "protection_source": job.protection_source,
+        "protection_source": stored.get("protection_source") or job.protection_source,
         "standing": stored.get("standing", []),
         "preemptible_by": preemptible_by,
         "nodes": [name for name, _ in job.nodes] if running else [],

@@ -196,3 +196,22 @@ def test_home_panel_lists_my_active_jobs(client, researcher, cluster, budget_tre
     client.force_login(researcher)
     page = client.get(reverse("home")).content.decode()
     assert "My active jobs" in page and "active-one" in page and "finished-one" not in page
+
+
+def test_the_owner_of_a_live_job_can_request_longer_protection_from_its_page(
+    client, researcher, cluster_admin, tmp_path
+):
+    from django.urls import reverse
+
+    from tests.scheduling.conftest import make_cluster
+
+    make_cluster(tmp_path, name="jupiter")
+    from scheduling.services import JobRequest, submit_job
+
+    job = submit_job(researcher, JobRequest(name="j", project="nlp/olmo", cluster="jupiter",
+                                            gpus=1, min_runtime_s=3600))
+    link = reverse("exception-new-protection", args=[job.pk])
+    client.force_login(researcher)
+    assert link in client.get(reverse("job-detail", args=[job.pk])).content.decode()
+    client.force_login(cluster_admin)
+    assert link not in client.get(reverse("job-detail", args=[job.pk])).content.decode()
