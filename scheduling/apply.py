@@ -35,6 +35,7 @@ def _apply_start(job: Job, decision: m.Start, now: datetime) -> None:
     fields = dict(
         nodes=[[name, gpus] for name, gpus in decision.nodes],
         started_at=now,
+        first_started_at=job.first_started_at or now,
         ended_at=None,
         funded=decision.funded,
         protected_until=from_epoch(decision.protected_until_s),

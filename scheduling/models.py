@@ -109,7 +109,8 @@ class Job(models.Model):
 
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     submitted_at = models.DateTimeField()
-    started_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)  # the current or last run
+    first_started_at = models.DateTimeField(null=True, blank=True)  # for wait times
     ended_at = models.DateTimeField(null=True, blank=True)
     funded = models.BooleanField(default=False)
     protected_until = models.DateTimeField(null=True, blank=True)

@@ -42,9 +42,11 @@ class JobQuerySet(models.QuerySet):
         return self.filter(state="running").select_related("owner", "project", "cluster")
 
     def for_wait_times(self, since):
-        """(gpus, submitted_at, started_at) of jobs that started since `since`: the operations
-        page's wait-time percentiles, computed in Python from one query."""
-        return self.filter(started_at__gte=since).values_list("gpus", "submitted_at", "started_at")
+        """(gpus, submitted_at, first_started_at) of jobs that first started since `since`: the
+        operations page's wait-time percentiles, computed in Python from one query."""
+        return self.filter(first_started_at__gte=since).values_list(
+            "gpus", "submitted_at", "first_started_at"
+        )
 
     def for_occupancy(self):
         """(cluster id, gpus, funded, nodes) of every running job: occupancy per cluster and

@@ -173,9 +173,8 @@ def percentile(values: list[float], fraction: float) -> float | None:
 
 
 def wait_percentiles(now: datetime | None = None) -> list[dict]:
-    """p50 and p95 of started_at − submitted_at by job size over the last 7 days. A requeued
-    job's started_at is its latest start, so its wait includes its earlier runs: the figure
-    errs on the side of showing waits as long as people felt them."""
+    """p50 and p95 of the wait before a job first started (first_started_at − submitted_at),
+    by job size, over the last 7 days. Later requeues do not count as waiting again."""
     now = now or timezone.now()
     waits: dict[str, list[float]] = defaultdict(list)
     for gpus, submitted, started in Job.objects.for_wait_times(now - WAIT_WINDOW):

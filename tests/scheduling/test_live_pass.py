@@ -162,6 +162,7 @@ def test_funded_work_preempts_unfunded_work_which_is_requeued(
     assert funded.state == Job.State.RUNNING
     assert squatter.state == Job.State.PENDING  # preempted, stopped on the backend, requeued
     assert squatter.run_seconds_done == 300
+    assert squatter.first_started_at == T0  # its wait ended at its first start
     kinds = list(squatter.events.values_list("kind", flat=True))
     assert kinds == ["submitted", "running", "preempted", "requeued"]
     states = {r.attempt_key: r.state for r in remote_jobs(cluster)}

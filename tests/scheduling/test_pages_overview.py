@@ -132,9 +132,10 @@ def test_wait_time_percentiles_by_job_size(cluster, researcher, budget_tree):
     for gpus, wait_min in [(1, 1), (1, 3), (1, 10), (8, 60), (16, 120)]:
         make_job(researcher, cluster, budget_tree.olmo, state="completed", gpus=gpus,
                  submitted_at=now - timedelta(hours=5),
-                 started_at=now - timedelta(hours=5) + timedelta(minutes=wait_min))
+                 first_started_at=now - timedelta(hours=5) + timedelta(minutes=wait_min),
+                 started_at=now - timedelta(hours=1))  # a later restart is not waiting
     make_job(researcher, cluster, budget_tree.olmo, state="completed", gpus=1,
-             submitted_at=now - timedelta(days=9), started_at=now - timedelta(days=8))
+             submitted_at=now - timedelta(days=9), first_started_at=now - timedelta(days=8))
     waits = {w["label"]: w for w in reports.wait_percentiles(now)}
     assert (waits["1 GPU"]["count"], waits["1 GPU"]["p50_s"], waits["1 GPU"]["p95_s"]) == (
         3, 180, 600)
