@@ -79,5 +79,12 @@ def test_a_portal_job_runs_in_slurm_on_the_nodes_the_engine_chose(
     with committed():
         assert client.post(f"/api/v1/jobs/{job.pk}/cancel/").status_code == 200
     backend = dispatch.backend_for(slurm_cluster)
-    states = {r.attempt_key: r.state for r in backend.sync()}
-    assert states.get(job.attempt_key) in (RemoteState.CANCELLED, None)
+
+    def stopped():
+        states = {r.attempt_key: r.state for r in backend.sync()}
+        return states.get(job.attempt_key) in (RemoteState.CANCELLED, None)
+
+    deadline = time.monotonic() + 30  # scancel is asynchronous: the job passes COMPLETING
+    while not stopped() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert stopped()
