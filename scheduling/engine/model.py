@@ -93,7 +93,11 @@ class Policy:
     interactive_pool_gpus: dict[str, int] = field(default_factory=dict)  # per cluster
     interactive_per_user: int = 1  # concurrent interactive sessions per user
     interactive_max_runtime_s: float = 2 * 3600.0
-    preemption: bool = True  # the baselines may switch it off; fairshare keeps it on
+    preemption: bool = True  # False: waiting jobs never preempt for standing (drains still do)
+    # Every funded start is protected at least this long, whatever its declared min runtime:
+    # a job that could be preempted the instant it starts would let two jobs swap places
+    # pass after pass (the no-ping-pong guarantee needs protection to outlast a pass).
+    min_protection_s: float = 300.0
 
     def __hash__(self) -> int:  # dict fields are not hashable; the name is enough to key caches
         return hash((self.name, self.max_min_runtime_s, self.interactive_per_user))

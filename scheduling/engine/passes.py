@@ -52,6 +52,7 @@ class Pass:
         self.holder_of: dict[str, tuple[Pool, float]] = {}
         self.blocked_pools: set[int] = set()  # pools where a better-ranked job waits
         self.searches: dict[int, int] = {}
+        self.preempted_in: set[int] = set()  # pools where this pass preempted someone
         # Smallest job that found no victims, per pool. The queue is in rank order, so every
         # later job ranks the same or lower and has no more victims to choose from (up to
         # ties in standing, where a later search might have found some: a bounded miss).
@@ -187,7 +188,7 @@ class Pass:
                 return True
         best = None
         rank = st.tree.rank(job.project)
-        for pool in fundable:
+        for pool in fundable if st.policy.preemption else ():
             if not pool.fits_ever(job.gpus) or self._search_futile(pool, rank, job.gpus):
                 continue
             found = find_victims(st, pool, job)
@@ -282,6 +283,8 @@ class Pass:
     def _try_unfunded(self, job: PendingJob) -> None:
         st = self.st
         for pool in st.pools_for(job):
+            if id(pool) in self.preempted_in:
+                continue  # its victims come back next pass and may need what is left
             placement = pool.find(job.gpus, self._backfill_rule(job, pool, False))
             if placement is not None:
                 self._start(job, pool, placement, False, (), "")
@@ -324,6 +327,9 @@ class Pass:
         self.starts.append(Start(job.id, nodes, funded, protected))
 
     def _preempt(self, job: RunningJob, by: str | None, reason: str) -> None:
+        pool = self.st.pool_of(job)
+        if pool is not None:
+            self.preempted_in.add(id(pool))
         self.st.remove_running(job.id)
         self.preempts.append(Preempt(job.id, reason, by, True))
 

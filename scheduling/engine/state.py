@@ -101,7 +101,7 @@ class PassState:
         limit = cap if cap is not None else self.policy.max_min_runtime_s
         if job.kind == "interactive":
             limit = min(limit, self.policy.interactive_max_runtime_s)
-        return max(0.0, min(job.min_runtime_s, limit))
+        return max(self.policy.min_protection_s, min(job.min_runtime_s, limit))
 
     def lien(self, job: PendingJob, pool: Pool) -> float:
         return job.gpus * self.protection(job) * self.cost(pool.gpu_type)

@@ -88,7 +88,7 @@ def apply(snap: Snapshot, d) -> Snapshot:
     return replace(snap, running=tuple(running), pending=tuple(pending.values()), budgets=budgets)
 
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=int(__import__("os").environ.get("ENGINE_EXAMPLES", 150)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FAST

@@ -48,6 +48,7 @@ def to_json(res: SimResult) -> dict:
         "drains": res.drains,
         "unfunded_gpu_hours": round(sum(res.unallocated.values()) / 3600, 3),
         "share_distance": round(share_distance(projects), 6),
+        "share_distance_active": round(active_share_distance(projects, res.waits), 6),
         "wait_by_size": {
             k: {"jobs": len(v), "wait_p50_s": percentile(v, 50), "wait_p95_s": percentile(v, 95)}
             for k, v in sorted(res.wait_by_size.items())
@@ -60,6 +61,17 @@ def share_distance(projects: dict) -> float:
     """Half the L1 distance between delivered and budget shares: the fraction of allocated
     GPU-hours that went to the wrong project (0 = exactly as granted)."""
     return 0.5 * sum(abs(p["delivered_share"] - p["budget_share"]) for p in projects.values())
+
+
+def active_share_distance(projects: dict, waits: dict) -> float:
+    """The same distance, with budget shares renormalised over the projects that submitted
+    work: a team with no jobs in the slice cannot be delivered its share, and the others
+    rightly use it."""
+    active = {p: v for p, v in projects.items() if waits.get(p)}
+    total = sum(v["budget_share"] for v in active.values())
+    if not total:
+        return 0.0
+    return 0.5 * sum(abs(v["delivered_share"] - v["budget_share"] / total) for v in active.values())
 
 
 def write_events(res: SimResult, path: str) -> None:
