@@ -49,6 +49,7 @@ def change_node(
             slug=slug if _given(slug) else None,
             reason=reason,
         )
+        node.refresh_from_db()  # rename_node rewrites slug paths in bulk, not on this object
     if weight is not UNSET:
         node = services.set_weight(actor, node, weight, reason=reason)
     if grant_gpu_hours is not UNSET:

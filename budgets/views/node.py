@@ -55,16 +55,25 @@ def node_context(user, node, *, submitted=None, notice=None) -> dict:
         if s.node.path.startswith(node.path) and s.node.depth == node.depth + 1
     ]
     editable = access.can_edit_grant(user, node)
+    shown = {
+        "rename": editable,
+        "weight": editable,
+        "child": access.can_manage_structure(user, node),
+    }
+    shown["move"] = shown["archive"] = editable and not node.is_root()
+    # A refusal for a form the page does not offer (a crafted post) shows at the top.
+    stray = submitted if submitted and not shown[submitted["form"]] else None
     return {
         "node": node,
         "s": stats[node.pk],
         "children": children,
         "editable": editable,
-        "can_add_child": access.can_manage_structure(user, node),
-        "can_restructure": editable and not node.is_root(),
+        "can_add_child": shown["child"],
+        "can_restructure": shown["move"],
         "move_targets": move_targets(user, node, [s.node for s in stats.values()])
-        if editable and not node.is_root()
+        if shown["move"]
         else [],
+        "stray": stray,
         "forms": _forms(node, submitted),
         "notice": notice,
         "history": _history(node),

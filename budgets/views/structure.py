@@ -17,6 +17,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from budgets import access, forms, services
 from budgets.errors import BudgetError
+from budgets.models import BudgetNode
 from budgets.views.node import render_node
 
 
@@ -82,6 +83,8 @@ def add_child(request, pk):
 def move(request, pk):
     node = access.get_node_for_user(request.user, pk, write=True)
     data = _posted(request, "parent", "reason")
+    if not data["parent"]:
+        return _refused(request, node, "move", data, "parent", "Choose where to move it.")
     try:
         parent = access.get_node_for_user(request.user, data["parent"])
     except Http404:
@@ -90,9 +93,10 @@ def move(request, pk):
         message = f"You cannot add nodes under {parent.label}."
         return _refused(request, node, "move", data, "parent", message, 403)
     try:
-        node = services.move_node(request.user, node, parent, reason=data["reason"])
+        services.move_node(request.user, node, parent, reason=data["reason"])
     except BudgetError as error:
         return _refused(request, node, "move", data, error.field, error.message)
+    node.refresh_from_db()  # move_node rewrites slug paths in bulk, not on this object
     return _done(request, node, f"Moved to {node.label}.")
 
 
@@ -102,7 +106,7 @@ def archive(request, pk):
     node = access.get_node_for_user(request.user, pk, write=True)
     data = _posted(request, "reason")
     try:
-        parent = node.get_parent()
+        parent = BudgetNode.objects.get_parent(node)
         services.archive_node(request.user, node, reason=data["reason"])
     except BudgetError as error:
         return _refused(request, node, "archive", data, error.field, error.message)
