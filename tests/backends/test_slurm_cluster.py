@@ -26,6 +26,7 @@ pytestmark = pytest.mark.slurm
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 _ids = itertools.count(1)
+_NO_CONTROLLER: list[bool] = []
 LOCK = Path(tempfile.gettempdir()) / "allot-slurm-tests.lock"
 FINAL = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY"}
 
@@ -34,7 +35,7 @@ def controller_answers() -> bool:
     if not shutil.which("scontrol"):
         return False
     try:
-        out = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=15)
+        out = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=10)
     except subprocess.TimeoutExpired:
         return False
     return "is UP" in out.stdout
@@ -53,7 +54,8 @@ def _backend(exclusive: bool):
     GPU (pytest-xdist may run these tests in parallel processes)."""
     with open(LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        if not controller_answers():
+        if _NO_CONTROLLER or not controller_answers():
+            _NO_CONTROLLER.append(True)  # ask once per process: a dead ping costs seconds
             service_missing("no Slurm controller answers `scontrol ping` (run scripts/slurm-up.sh)")
         backend = SlurmBackend(f"test-{uuid.uuid4().hex[:8]}", {"command_timeout": "20"})
         try:
