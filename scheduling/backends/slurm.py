@@ -191,6 +191,7 @@ def job_from_json(job: dict, tag: str = "allot") -> RemoteJob | None:
         state=state,
         nodes=() if state is RemoteState.PENDING else expand_hostlist(job.get("nodes")),
         exit_code=exit_code_from_status(job.get("exit_code")) if finished else None,
+        ended_at=float(job["end_time"]) if finished and job.get("end_time") else None,
         extra={
             "cluster": fields.get("cluster", ""),
             "comment": job.get("comment") or "",

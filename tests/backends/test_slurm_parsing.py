@@ -209,3 +209,9 @@ def test_sbatch_parsable_output_gives_the_job_id():
     assert parse_sbatch_parsable("42;jupiter\n") == "42"
     with pytest.raises(BackendError):
         parse_sbatch_parsable(fixture("sbatch_bad_node.txt"))
+
+
+def test_finished_jobs_carry_their_end_time_so_they_are_charged_to_it():
+    jobs = jobs_by_allot_id()
+    assert jobs[104].ended_at == 1795954526.0
+    assert jobs[101].ended_at is None  # a running job's end_time is only Slurm's time limit
