@@ -40,12 +40,14 @@ class Pool:
     max_size: int = 0
     _fits: dict[int, bool] = field(default_factory=dict)
     _max_free: int = -1
+    version: list[int] = field(default_factory=list)  # per node, bumped on every change
     total_gpus: int = 0  # on nodes that are not drained
 
     def index(self) -> None:
         self.by_free = {}
         self.whole = set()
         self._max_free = -1
+        self.version = [0] * len(self.names)
         self.max_size = max(self.size, default=0)
         self.total_gpus = 0
         for i, f in enumerate(self.free):
@@ -59,6 +61,7 @@ class Pool:
 
     def _unlist(self, i: int) -> None:
         self._max_free = -1
+        self.version[i] += 1
         bucket = self.by_free.get(self.free[i])
         if bucket is not None:
             bucket.discard(i)

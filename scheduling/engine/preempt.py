@@ -33,15 +33,33 @@ def is_victim(st: PassState, victim: RunningJob, job: PendingJob, any_rank: bool
     return st.tree.strictly_below(victim.project, job.project)
 
 
-def _node_victims(st, pool: Pool, i: int, job: PendingJob, need: int, any_rank: bool):
+def _yieldable(st: PassState, pool: Pool, i: int):
+    """Jobs on node i that some waiting job could preempt now (unfunded, or past protection),
+    sorted unfunded first, then largest first; cached until the node changes."""
+    cache = st.victim_cache
+    key = (id(pool), i)
+    hit = cache.get(key)
+    if hit is not None and hit[0] == pool.version[i]:
+        return hit[1], hit[2]
+    now, running = st.now, st.running
     cands = []
     for jid, used in pool.jobs[i].items():
-        victim = st.running[jid]
-        if is_victim(st, victim, job, any_rank):
-            cands.append((victim.funded, -used, jid, used))
-    if pool.free[i] + sum(c[3] for c in cands) < need:
+        victim = running[jid]
+        if not victim.funded or now >= victim.protected_until_s:
+            cands.append((victim.funded, -used, jid, used, victim))
+    cands.sort(key=lambda c: c[:3])
+    total = sum(c[3] for c in cands)
+    cache[key] = (pool.version[i], cands, total)
+    return cands, total
+
+
+def _node_victims(st, pool: Pool, i: int, job: PendingJob, need: int, any_rank: bool):
+    yieldable, total = _yieldable(st, pool, i)
+    if pool.free[i] + total < need:
         return None
-    cands.sort()
+    cands = [c for c in yieldable if is_victim(st, c[4], job, any_rank)]
+    if len(cands) < len(yieldable) and pool.free[i] + sum(c[3] for c in cands) < need:
+        return None
     chosen, freed = [], pool.free[i]
     for c in cands:
         if freed >= need:

@@ -16,6 +16,18 @@ from scheduling.engine.placement import Pool
 from scheduling.engine.state import PassState
 from scheduling.engine.tree import ancestors
 
+_new = object.__new__
+
+
+def fast_new(cls, **fields):
+    """Build a frozen dataclass without its generated ``__init__``: a pass creates one
+    PendingInfo per waiting job, and the frozen ``__setattr__`` dance costs twice as much.
+    Every field must be given (tests compare these objects with normally built ones)."""
+    obj = _new(cls)
+    obj.__dict__.update(fields)
+    return obj
+
+
 MESSAGES = {
     "Held": "Held: it will not start until it is released.",
     "Priority": "Jobs that rank higher in the budget tree are waiting for the same GPUs.",
@@ -49,35 +61,14 @@ def _message(code: str, job: PendingJob, pass_) -> str:
     return MESSAGES[code].format(user=job.user, gpus=job.gpus)
 
 
-def _code(pass_, job: PendingJob, pools: list[Pool], cache: dict) -> str:
-    if job.held:
-        return "Held"
-    key = (job.cluster, job.gpu_type, job.gpus)
-    fits = cache.get(key)
-    if fits is None:
-        if any(p.fits_ever(job.gpus) for p in pools):
-            fits = ""
-        elif any(p.fits_if_undrained(job.gpus) for p in pools):
-            fits = "Drain"
-        else:
-            fits = "ExceedsCapacity"
-        cache[key] = fits
-    if fits:
-        return fits
-    code = pass_.funded_fail.get(job.id)
-    if code is None:  # not visited: the pass stopped early on a saturated cluster
-        st = pass_.st
-        code = "Priority" if any(st.can_fund(job, p) for p in pools) else "Unfunded"
-    if code in ("Priority", "Resources") and job.id not in pass_.holder_of:
-        rkey = ("held", job.cluster, job.gpu_type, job.gpus)
-        on_held = cache.get(rkey)
-        if on_held is None:
-            on_held = cache[rkey] = any(
-                p.held and p.find(job.gpus, lambda h: True) is not None for p in pools
-            )
-        if on_held:
-            return "Reservation"
-    return code
+def _fit_code(job: PendingJob, pools: list[Pool]) -> str:
+    if any(p.fits_ever(job.gpus) for p in pools):
+        return ""
+    return "Drain" if any(p.fits_if_undrained(job.gpus) for p in pools) else "ExceedsCapacity"
+
+
+def _on_held(job: PendingJob, pools: list[Pool]) -> bool:
+    return any(p.held and p.find(job.gpus, lambda h: True) is not None for p in pools)
 
 
 class _Fluid:
@@ -107,40 +98,66 @@ class _Fluid:
 
 
 def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
-    """``waiting`` comes in queue order; unfunded jobs are reported behind funded ones."""
+    """``waiting`` comes in queue order; unfunded jobs are reported behind funded ones.
+
+    One tight loop: this runs for every waiting job on every pass, so per-shape facts (does
+    it fit at all, would it fit on held nodes, which pool estimates it) are cached by the
+    job's (cluster, GPU type, GPUs) and messages by what they say."""
     st = pass_.st
-    cache: dict = {}
+    funded_fail, holder_of = pass_.funded_fail, pass_.holder_of
+    remaining, known = st.remaining, st.tree.nodes
+    protection, lien = st.protection, st.lien
+    shape: dict = {}  # (cluster, gpu_type, gpus) -> (pools, fit code, on held, fluid)
+    by_pool: dict[int, _Fluid] = {}
     first, last = [], []
     for job in waiting:
-        pools = st.pools_for(job)
-        code = _code(pass_, job, pools, cache)
-        (last if code == "Unfunded" else first).append((job, code, pools))
-    fluids: dict = {}
-    by_pool: dict[int, _Fluid] = {}
+        key = (job.cluster, job.gpu_type, job.gpus)
+        facts = shape.get(key)
+        if facts is None:
+            pools = st.pools_for(job)
+            fit = _fit_code(job, pools)
+            pool = next((p for p in pools if p.fits_ever(job.gpus)), None)
+            fluid = None
+            if pool is not None:
+                fluid = by_pool.get(id(pool))
+                if fluid is None:
+                    fluid = by_pool[id(pool)] = _Fluid(st, pool)
+            facts = shape[key] = (pools, fit, _on_held(job, pools), fluid)
+        pools, fit, on_held, fluid = facts
+        if job.held:
+            code = "Held"
+        elif fit:
+            code = fit
+        else:
+            code = funded_fail.get(job.id)
+            if code is None:  # not visited: the pass stopped early on a saturated cluster
+                left = remaining.get(job.project, 0.0) if job.project in known else 0.0
+                code = (
+                    "Priority" if left > 0 and any(left >= lien(job, p) for p in pools)
+                    else "Unfunded"
+                )
+            if on_held and code in ("Priority", "Resources") and job.id not in holder_of:
+                code = "Reservation"
+        (last if code == "Unfunded" else first).append((job, code, fluid))
     positions: dict[str, int] = {}
     messages: dict = {}
     out: dict[str, PendingInfo] = {}
-    holder_of = pass_.holder_of
-    protection = st.protection
     no_estimate = ("Held", "ExceedsCapacity", "Drain")
-    for job, code, pools in first + last:
+    for job, code, fluid in first + last:
         key = job.cluster or ""
         position = positions[key] = positions.get(key, 0) + 1
-        estimate = None
         held = holder_of.get(job.id)
-        if code not in no_estimate:
-            pkey = (job.cluster, job.gpu_type, job.gpus)
-            fluid = fluids.get(pkey)
-            if fluid is None:
-                pool = next((p for p in pools if p.fits_ever(job.gpus)), None)
-                fluid = fluids[pkey] = by_pool.setdefault(id(pool), _Fluid(st, pool)) if pool else False
-            if fluid:
-                estimate = fluid.admit(job.gpus, protection(job), held[1] if held else None)
-        mkey = (code, job.project, job.gpus, job.user if code == "InteractiveLimit" else "", held is not None)
+        estimate = None
+        if fluid is not None and code not in no_estimate:
+            estimate = fluid.admit(job.gpus, protection(job), held[1] if held else None)
+        mkey = (code, job.project, job.gpus, job.user if code == "InteractiveLimit" else "",
+                held is not None)
         message = messages.get(mkey)
         if message is None:
             message = messages[mkey] = _message(code, job, pass_)
-        out[job.id] = PendingInfo(code, message, position, estimate)
+        out[job.id] = fast_new(
+            PendingInfo, code=code, message=message, position=position, estimated_start_s=estimate
+        )
     return out
 
 
@@ -202,15 +219,16 @@ def explanations(st: PassState) -> dict[str, Explanation]:
                 ancestors(job.project) if job.funded and known else (),
                 st.tree.standing(job.project) if known else (),
             )
-        out[jid] = Explanation(
-            jid,
-            job.funded,
-            chain[0],
-            job.gpus * cost,
-            job.protected_until_s,
-            job.protection_source if job.funded else "none (unfunded)",
-            chain[1],
-            _preemptible_by(st, job, drained, cache),
+        out[jid] = fast_new(
+            Explanation,
+            job_id=jid,
+            funded=job.funded,
+            funding_chain=chain[0],
+            gpu_hours_per_hour=job.gpus * cost,
+            protected_until_s=job.protected_until_s,
+            protection_source=job.protection_source if job.funded else "none (unfunded)",
+            standing=chain[1],
+            preemptible_by=_preemptible_by(st, job, drained, cache),
         )
     return out
 

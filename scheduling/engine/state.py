@@ -37,6 +37,7 @@ class PassState:
         for pool in self.pools.values():
             pool.index()
         self._prot: dict[str, float] = {}
+        self.victim_cache: dict = {}
         self._rank_of = {path: n.rank for path, n in self.tree.nodes.items()}
         self._user_usage = snap.user_usage_gpu_s
         self._pool_cache: dict[tuple[str | None, str | None], list[Pool]] = {}
