@@ -1,7 +1,6 @@
 """The budgeting journey in real Chromium: leadership edits a grant and sees the shares move;
 a program manager overreaches and is told why, in place."""
 
-import os
 from pathlib import Path
 
 import pytest
@@ -11,29 +10,9 @@ from budgets.balances import tree_stats
 from budgets.models import BudgetNode
 from budgets.templatetags.budget_format import pct
 
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop
-
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "budgets.png"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def browser(chromium_path):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path, args=ARGS)
-        yield browser
-        browser.close()
 
 
 def _log_in(browser, live_server, username):

@@ -3,7 +3,6 @@ running job, a cluster admin approves it in place in the inbox, and the job page
 new protected-until and cites the exception."""
 
 import datetime as dt
-import os
 
 import pytest
 from django.utils import dateformat, timezone
@@ -11,28 +10,7 @@ from django.utils import dateformat, timezone
 from budgets.exceptions.models import ExceptionRequest
 from scheduling.models import Cluster, Job, Node
 
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop
-
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
-
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def browser(chromium_path):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path, args=ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

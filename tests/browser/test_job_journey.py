@@ -3,7 +3,6 @@ queue position, see it run once the job blocking the cluster finishes, and ask w
 consuming GPU-hours. Scheduling passes and backend syncs are driven from the test, as beat
 would drive them; dispatch runs eagerly against the simulated cluster."""
 
-import os
 import time
 from pathlib import Path
 
@@ -16,24 +15,10 @@ from scheduling.passes import run_pass
 from scheduling.reconcile import sync_cluster
 from scheduling.services import JobRequest, submit_job
 
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop
-
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run", "--disable-sync"]
 SPEED = 120  # simulated seconds per real second: the blocker's 10 minutes last 5 s
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def browser(chromium_path):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path, args=ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
@@ -50,9 +35,14 @@ def eager(settings):
 def jupiter(tmp_path):
     GpuType.objects.get_or_create(name="H100")
     cluster = Cluster.objects.create(
-        name="jupiter", gpu_type="H100",
-        options={"nodes": "2", "gpus_per_node": "8", "speed": str(SPEED),
-                 "state_dir": str(tmp_path / "sim")},
+        name="jupiter",
+        gpu_type="H100",
+        options={
+            "nodes": "2",
+            "gpus_per_node": "8",
+            "speed": str(SPEED),
+            "state_dir": str(tmp_path / "sim"),
+        },
     )
     for index in range(2):
         Node.objects.create(cluster=cluster, name=f"jupiter-{index:02d}", gpus=8, gpu_type="H100")
@@ -60,8 +50,17 @@ def jupiter(tmp_path):
 
 
 def _submit(user, name, gpus, project="nlp/olmo", sim_s=600):
-    return submit_job(user, JobRequest(name=name, project=project, cluster="jupiter", gpus=gpus,
-                                       min_runtime_s=600, sim_duration_s=sim_s))
+    return submit_job(
+        user,
+        JobRequest(
+            name=name,
+            project=project,
+            cluster="jupiter",
+            gpus=gpus,
+            min_runtime_s=600,
+            sim_duration_s=sim_s,
+        ),
+    )
 
 
 def _wait_until_finished(cluster, job, timeout=30.0):
