@@ -10,6 +10,7 @@ protection. It ignores fragmentation, so it is an optimistic estimate, and it is
 from __future__ import annotations
 
 import heapq
+from heapq import heappop, heappush
 
 from scheduling.engine.model import Explanation, PendingInfo, PendingJob
 from scheduling.engine.placement import Pool
@@ -84,17 +85,22 @@ class _Fluid:
         heapq.heapify(self.heap)
 
     def admit(self, gpus: int, hold_s: float, at_least: float | None) -> float | None:
-        if at_least is not None:
-            self.t = max(self.t, at_least)
-        while self.avail < gpus and self.heap:
-            t, g = heapq.heappop(self.heap)
-            self.avail += g
-            self.t = max(self.t, t)
-        if self.avail < gpus:
+        now = self.t
+        if at_least is not None and at_least > now:
+            now = at_least
+        avail, heap = self.avail, self.heap
+        while avail < gpus and heap:
+            t, g = heappop(heap)
+            avail += g
+            if t > now:
+                now = t
+        self.t = now
+        if avail < gpus:
+            self.avail = avail
             return None
-        self.avail -= gpus
-        heapq.heappush(self.heap, (self.t + hold_s, gpus))
-        return self.t
+        self.avail = avail - gpus
+        heappush(heap, (now + hold_s, gpus))
+        return now
 
 
 def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
@@ -132,10 +138,12 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
             code = funded_fail.get(job.id)
             if code is None:  # not visited: the pass stopped early on a saturated cluster
                 left = remaining.get(job.project, 0.0) if job.project in known else 0.0
-                code = (
-                    "Priority" if left > 0 and any(left >= lien(job, p) for p in pools)
-                    else "Unfunded"
-                )
+                if left <= 0:
+                    code = "Unfunded"
+                elif len(pools) == 1:
+                    code = "Priority" if left >= lien(job, pools[0]) else "Unfunded"
+                else:
+                    code = "Priority" if any(left >= lien(job, p) for p in pools) else "Unfunded"
             if on_held and code in ("Priority", "Resources") and job.id not in holder_of:
                 code = "Reservation"
         (last if code == "Unfunded" else first).append((job, code, fluid))
@@ -143,21 +151,28 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
     messages: dict = {}
     out: dict[str, PendingInfo] = {}
     no_estimate = ("Held", "ExceedsCapacity", "Drain")
-    for job, code, fluid in first + last:
-        key = job.cluster or ""
-        position = positions[key] = positions.get(key, 0) + 1
-        held = holder_of.get(job.id)
-        estimate = None
-        if fluid is not None and code not in no_estimate:
-            estimate = fluid.admit(job.gpus, protection(job), held[1] if held else None)
-        mkey = (code, job.project, job.gpus, job.user if code == "InteractiveLimit" else "",
-                held is not None)
-        message = messages.get(mkey)
-        if message is None:
-            message = messages[mkey] = _message(code, job, pass_)
-        out[job.id] = fast_new(
-            PendingInfo, code=code, message=message, position=position, estimated_start_s=estimate
-        )
+    priority_message = MESSAGES["Priority"]
+    setattr_, new = object.__setattr__, _new
+    for rows in (first, last):
+        for job, code, fluid in rows:
+            key = job.cluster or ""
+            position = positions[key] = positions.get(key, 0) + 1
+            held = holder_of.get(job.id)
+            estimate = None
+            if fluid is not None and code not in no_estimate:
+                estimate = fluid.admit(job.gpus, protection(job), held[1] if held else None)
+            if code == "Priority":
+                message = priority_message
+            else:
+                mkey = (code, job.project, job.gpus,
+                        job.user if code == "InteractiveLimit" else "", held is not None)
+                message = messages.get(mkey)
+                if message is None:
+                    message = messages[mkey] = _message(code, job, pass_)
+            info = new(PendingInfo)  # see fast_new: the hot path inlines it
+            setattr_(info, "__dict__", {"code": code, "message": message, "position": position,
+                                        "estimated_start_s": estimate})
+            out[job.id] = info
     return out
 
 

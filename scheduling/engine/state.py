@@ -36,7 +36,7 @@ class PassState:
             self.add_running(job)
         for pool in self.pools.values():
             pool.index()
-        self._prot: dict[str, float] = {}
+        self._prot: dict[tuple, float] = {}
         self.victim_cache: dict = {}
         self._rank_of = {path: n.rank for path, n in self.tree.nodes.items()}
         self._user_usage = snap.user_usage_gpu_s
@@ -91,9 +91,10 @@ class PassState:
         return self.snap.gpu_cost.get(gpu_type, 1.0)
 
     def protection(self, job: PendingJob) -> float:
-        hit = self._prot.get(job.id)
+        key = (job.min_runtime_s, job.kind, job.max_protection_s)  # few distinct values
+        hit = self._prot.get(key)
         if hit is None:
-            hit = self._prot[job.id] = self._protection(job)
+            hit = self._prot[key] = self._protection(job)
         return hit
 
     def _protection(self, job: PendingJob) -> float:
