@@ -61,14 +61,24 @@ def synthetic_snapshot(pending: int, running: int, nodes: int, seed: int = 7) ->
         protected = now + rng.uniform(-4 * 3600, 8 * 3600)
         run.append(
             RunningJob(
-                f"r{j}", rng.choice(projects), rng.choice(users), gpus, ((node_list[i].name, gpus),),
-                protected - 3600, protected, rng.random() > 0.1, submit_s=now - rng.uniform(0, 1e5),
+                f"r{j}",
+                rng.choice(projects),
+                rng.choice(users),
+                gpus,
+                ((node_list[i].name, gpus),),
+                protected - 3600,
+                protected,
+                rng.random() > 0.1,
+                submit_s=now - rng.uniform(0, 1e5),
             )
         )
     pend = tuple(
         PendingJob(
-            f"p{j}", rng.choice(projects) if rng.random() > 0.05 else "", rng.choice(users),
-            rng.choice((1, 1, 1, 1, 2, 2, 4, 8, 8, 16, 32)), now - rng.uniform(0, 5e5),
+            f"p{j}",
+            rng.choice(projects) if rng.random() > 0.05 else "",
+            rng.choice(users),
+            rng.choice((1, 1, 1, 1, 2, 2, 4, 8, 8, 16, 32)),
+            now - rng.uniform(0, 5e5),
             rng.choice((600.0, 3600.0, 7200.0, 28800.0)),
             priority=rng.choice(("low", "normal", "high", "urgent")),
         )

@@ -70,7 +70,9 @@ class Pass:
                     job = st.running.get(jid)
                     if job is not None and (not job.funded or st.now >= job.protected_until_s):
                         self._preempt(
-                            job, None, f"Node {pool.names[i]} is draining for maintenance and "
+                            job,
+                            None,
+                            f"Node {pool.names[i]} is draining for maintenance and "
                             "this job's protection has ended.",
                         )
 
@@ -94,7 +96,7 @@ class Pass:
         st = self.st
         self.drains()
         self.approved_reservations()
-        queue = sorted((j for j in st.snap.pending if not j.held), key=st.order_key)
+        queue = sorted((j for j in st.snap.pending if not j.held), key=st.sort_key())
         lane = st.policy.interactive_pool_gpus
         interactive = [j for j in queue if j.kind == "interactive"] if self.fairshare else []
         deferred: list[PendingJob] = []
@@ -313,8 +315,17 @@ class Pass:
         if funded:
             st.remaining[job.project] = st.remaining.get(job.project, 0.0) - st.lien(job, pool)
         run = RunningJob(
-            job.id, job.project, job.user, job.gpus, nodes, st.now, protected, funded,
-            job.kind, job.resumable, job.submit_s,
+            job.id,
+            job.project,
+            job.user,
+            job.gpus,
+            nodes,
+            st.now,
+            protected,
+            funded,
+            job.kind,
+            job.resumable,
+            job.submit_s,
             "exception" if job.max_protection_s is not None else "contract",
         )
         for i, g in placement:

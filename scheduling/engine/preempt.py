@@ -101,7 +101,7 @@ def find_victims(st: PassState, pool: Pool, job: PendingJob, any_rank: bool = Fa
             options.append((found[0], pool.names[i], i, found[1]))
     options.sort()
     chosen, victims, left = [], set(), job.gpus
-    for cost, _, i, ids in options:
+    for _cost, _, i, ids in options:
         if left <= 0:
             break
         chosen.append(i)

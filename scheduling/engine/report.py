@@ -164,23 +164,34 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
             if code == "Priority":
                 message = priority_message
             else:
-                mkey = (code, job.project, job.gpus,
-                        job.user if code == "InteractiveLimit" else "", held is not None)
+                mkey = (
+                    code,
+                    job.project,
+                    job.gpus,
+                    job.user if code == "InteractiveLimit" else "",
+                    held is not None,
+                )
                 message = messages.get(mkey)
                 if message is None:
                     message = messages[mkey] = _message(code, job, pass_)
             info = new(PendingInfo)  # see fast_new: the hot path inlines it
-            setattr_(info, "__dict__", {"code": code, "message": message, "position": position,
-                                        "estimated_start_s": estimate})
+            setattr_(
+                info,
+                "__dict__",
+                {
+                    "code": code,
+                    "message": message,
+                    "position": position,
+                    "estimated_start_s": estimate,
+                },
+            )
             out[job.id] = info
     return out
 
 
 def _preemptible_by(st: PassState, job, drained: str | None, cache: dict) -> str:
     if drained:
-        return (
-            f"Node {drained} is draining: it will be preempted as soon as its protection ends."
-        )
+        return f"Node {drained} is draining: it will be preempted as soon as its protection ends."
     if not job.funded:
         return "Any funded job that needs these GPUs: it runs unfunded and can yield at any time."
     protected = st.now < job.protected_until_s
@@ -214,37 +225,46 @@ def _preemptible_by(st: PassState, job, drained: str | None, cache: dict) -> str
 def explanations(st: PassState) -> dict[str, Explanation]:
     out = {}
     cache: dict = {}
-    chains: dict = {}
-    any_drained = any(any(p.drained) for p in st.pools.values())
+    per_project: dict = {}  # (project, funded, protected) -> chain, standing, sentence
+    drained_nodes = {
+        name
+        for pool in st.pools.values()
+        for name, d in zip(pool.names, pool.drained, strict=True)
+        if d
+    }
+    node_at, now, new, setattr_ = st.node_at, st.now, _new, object.__setattr__
     for jid in sorted(st.running):
         job = st.running[jid]
-        pool = st.pool_of(job)
-        cost = st.cost(pool.gpu_type) if pool else 1.0
+        at = node_at.get(job.nodes[0][0]) if job.nodes else None
+        cost = st.cost(at[0].gpu_type) if at else 1.0
         drained = None
-        if any_drained:
-            for name, _ in job.nodes:
-                at = st.node_at.get(name)
-                if at is not None and at[0].drained[at[1]]:
-                    drained = name
-                    break
-        chain = chains.get((job.project, job.funded))
-        if chain is None:
+        if drained_nodes:
+            drained = next((n for n, _ in job.nodes if n in drained_nodes), None)
+        pkey = (job.project, job.funded, now < job.protected_until_s)
+        facts = per_project.get(pkey)
+        if facts is None:
             known = job.project in st.tree.nodes
-            chain = chains[(job.project, job.funded)] = (
+            facts = per_project[pkey] = (
                 ancestors(job.project) if job.funded and known else (),
                 st.tree.standing(job.project) if known else (),
+                _preemptible_by(st, job, None, cache),
             )
-        out[jid] = fast_new(
-            Explanation,
-            job_id=jid,
-            funded=job.funded,
-            funding_chain=chain[0],
-            gpu_hours_per_hour=job.gpus * cost,
-            protected_until_s=job.protected_until_s,
-            protection_source=job.protection_source if job.funded else "none (unfunded)",
-            standing=chain[1],
-            preemptible_by=_preemptible_by(st, job, drained, cache),
+        info = new(Explanation)  # see fast_new
+        setattr_(
+            info,
+            "__dict__",
+            {
+                "job_id": jid,
+                "funded": job.funded,
+                "funding_chain": facts[0],
+                "gpu_hours_per_hour": job.gpus * cost,
+                "protected_until_s": job.protected_until_s,
+                "protection_source": job.protection_source if job.funded else "none (unfunded)",
+                "standing": facts[1],
+                "preemptible_by": _preemptible_by(st, job, drained, cache) if drained else facts[2],
+            },
         )
+        out[jid] = info
     return out
 
 

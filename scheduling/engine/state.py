@@ -114,6 +114,22 @@ class PassState:
         left = self.remaining.get(job.project, 0.0)
         return left > 0 and left >= self.lien(job, pool)
 
+    def sort_key(self):
+        """``order_key`` as a closure over local lookups: the queue sort calls it per job."""
+        if self.policy.name != "fairshare":
+            return self.order_key
+        rank_of, usage = self._rank_of, self._user_usage
+
+        def key(job: PendingJob):
+            return (
+                rank_of.get(job.project, UNRANKED),
+                usage.get((job.project, job.user), 0.0),
+                job.submit_s,
+                job.id,
+            )
+
+        return key
+
     def order_key(self, job: PendingJob):
         name = self.policy.name
         if name == "fifo":

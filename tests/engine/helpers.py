@@ -32,11 +32,27 @@ def budgets(*specs):
 
 
 def run(
-    jid, project, gpus, node, *, protected_until=0.0, funded=True, user="u", start=0.0,
-    kind="batch", placement=None,
+    jid,
+    project,
+    gpus,
+    node,
+    *,
+    protected_until=0.0,
+    funded=True,
+    user="u",
+    start=0.0,
+    kind="batch",
+    placement=None,
 ):
     return RunningJob(
-        jid, project, user, gpus, placement or ((node, gpus),), start, protected_until, funded,
+        jid,
+        project,
+        user,
+        gpus,
+        placement or ((node, gpus),),
+        start,
+        protected_until,
+        funded,
         kind=kind,
     )
 
@@ -47,8 +63,14 @@ def pend(jid, project, gpus, *, submit=0.0, min_runtime=3600.0, user="u", **kw):
 
 def snap(nodes_, budgets_, running=(), pending=(), now=100_000.0, policy=None, **kw):
     return Snapshot(
-        now, tuple(nodes_), tuple(budgets_), tuple(running), tuple(pending),
-        kw.pop("gpu_cost", {"H100": 1.0}), policy=policy or Policy(), **kw,
+        now,
+        tuple(nodes_),
+        tuple(budgets_),
+        tuple(running),
+        tuple(pending),
+        kw.pop("gpu_cost", {"H100": 1.0}),
+        policy=policy or Policy(),
+        **kw,
     )
 
 

@@ -4,7 +4,10 @@ from scheduling.engine.bench import main, synthetic_snapshot
 
 
 def test_the_benchmark_prints_one_json_line_with_the_median(capsys):
-    assert main(["--pending", "300", "--running", "200", "--nodes", "32", "--repeat", "3", "--json"]) == 0
+    assert (
+        main(["--pending", "300", "--running", "200", "--nodes", "32", "--repeat", "3", "--json"])
+        == 0
+    )
     line = capsys.readouterr().out.strip()
     data = json.loads(line)
     assert "\n" not in line and data["median_ms"] > 0 and data["pending"] == 300

@@ -37,9 +37,7 @@ def test_missing_parents_are_implied():
 
 
 def test_strictly_below_compares_at_the_first_differing_level():
-    tree = FairTree.build(
-        budgets(("p", 1, 10), ("p/a", 1, 0), ("q", 1, 100), ("q/b", 1, 0))
-    )
+    tree = FairTree.build(budgets(("p", 1, 10), ("p/a", 1, 0), ("q", 1, 100), ("q/b", 1, 0)))
     assert tree.strictly_below("q/b", "p/a")
     assert not tree.strictly_below("p/a", "q/b")
     assert tree.strictly_below("", "p/a")  # no project ranks below every project
@@ -59,8 +57,13 @@ def test_budget_share_is_the_product_of_normalised_shares():
 
 def one_slot_winner(pending, policy=None, user_usage=None, tree=None):
     d = schedule(
-        snap(nodes(1, gpus=1), tree or budgets(("a", 1, 100), ("b", 1, 0)), pending=pending,
-             policy=policy, user_usage_gpu_s=user_usage or {})
+        snap(
+            nodes(1, gpus=1),
+            tree or budgets(("a", 1, 100), ("b", 1, 0)),
+            pending=pending,
+            policy=policy,
+            user_usage_gpu_s=user_usage or {},
+        )
     )
     return list(started(d))
 

@@ -18,7 +18,11 @@ def test_every_engine_module_imports_without_django():
     )
     # scheduling/__init__.py must not pull Django in either: import from a clean interpreter.
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
     )
     assert out.returncode == 0, out.stderr

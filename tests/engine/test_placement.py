@@ -6,7 +6,10 @@ TREE = budgets(("a", 1))
 
 
 def test_a_small_job_goes_to_the_fullest_node_it_fits_on():
-    running = [run("r0", "a", 2, "c-00", protected_until=1e9), run("r1", "a", 6, "c-01", protected_until=1e9)]
+    running = [
+        run("r0", "a", 2, "c-00", protected_until=1e9),
+        run("r1", "a", 6, "c-01", protected_until=1e9),
+    ]
     d = schedule(snap(nodes(3), TREE, running, [pend("j", "a", 2)]))
     assert started(d)["j"].nodes == (("c-01", 2),)
 
@@ -27,7 +30,10 @@ def test_a_multi_node_job_gets_whole_free_nodes():
 
 def test_cluster_and_gpu_type_constraints_are_honoured():
     all_nodes = nodes(1, cluster="x") + nodes(1, cluster="y", gpu_type="B200")
-    jobs = [pend("on-y", "a", 1, cluster="y", submit=1), pend("b200", "a", 1, gpu_type="B200", submit=2)]
+    jobs = [
+        pend("on-y", "a", 1, cluster="y", submit=1),
+        pend("b200", "a", 1, gpu_type="B200", submit=2),
+    ]
     d = schedule(snap(all_nodes, TREE, pending=jobs, gpu_cost={"H100": 1, "B200": 2}))
     assert started(d)["on-y"].nodes[0][0] == "y-00"
     assert started(d)["b200"].nodes[0][0] == "y-00"

@@ -24,7 +24,9 @@ def test_a_protected_job_is_never_preempted():
 
 def test_a_job_does_not_preempt_a_better_ranked_project():
     running = [run("old", "hi", 8, "c-00", protected_until=NOW - 1)]
-    d = schedule(snap(nodes(1), budgets(("hi", 1, 0), ("lo", 1, 1000)), running, [pend("new", "lo", 8)]))
+    d = schedule(
+        snap(nodes(1), budgets(("hi", 1, 0), ("lo", 1, 1000)), running, [pend("new", "lo", 8)])
+    )
     assert not d.preemptions
 
 

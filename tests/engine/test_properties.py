@@ -13,8 +13,16 @@ from scheduling.engine.tree import FairTree
 
 NOW = 50_000.0
 PROJECTS = ["a/x", "a/y", "b/z", "c", ""]
-CODES = {"Priority", "Resources", "Reservation", "Drain", "Unfunded", "ExceedsCapacity", "Held",
-         "InteractiveLimit"}
+CODES = {
+    "Priority",
+    "Resources",
+    "Reservation",
+    "Drain",
+    "Unfunded",
+    "ExceedsCapacity",
+    "Held",
+    "InteractiveLimit",
+}
 
 
 @st.composite
@@ -32,16 +40,29 @@ def snapshots(draw):
         gpus = draw(st.integers(1, free[i]))
         free[i] -= gpus
         funded = draw(st.booleans())
-        project = draw(st.sampled_from(PROJECTS[:-1])) if funded else draw(st.sampled_from(PROJECTS))
-        running.append(RunningJob(
-            f"r{k}", project, draw(st.sampled_from("uvw")), gpus, ((node_list[i].name, gpus),),
-            NOW - 3600, NOW + draw(st.sampled_from([-100.0, 0.0, 600.0, 5000.0])), funded,
-            kind=draw(st.sampled_from(["batch", "batch", "interactive"])),
-        ))
+        project = (
+            draw(st.sampled_from(PROJECTS[:-1])) if funded else draw(st.sampled_from(PROJECTS))
+        )
+        running.append(
+            RunningJob(
+                f"r{k}",
+                project,
+                draw(st.sampled_from("uvw")),
+                gpus,
+                ((node_list[i].name, gpus),),
+                NOW - 3600,
+                NOW + draw(st.sampled_from([-100.0, 0.0, 600.0, 5000.0])),
+                funded,
+                kind=draw(st.sampled_from(["batch", "batch", "interactive"])),
+            )
+        )
     pending = tuple(
         PendingJob(
-            f"p{k}", draw(st.sampled_from(PROJECTS)), draw(st.sampled_from("uvw")),
-            draw(st.sampled_from([1, 2, 3, 4, 8, 12, 16, 40])), float(draw(st.integers(0, 9))),
+            f"p{k}",
+            draw(st.sampled_from(PROJECTS)),
+            draw(st.sampled_from("uvw")),
+            draw(st.sampled_from([1, 2, 3, 4, 8, 12, 16, 40])),
+            float(draw(st.integers(0, 9))),
             draw(st.sampled_from([0.0, 600.0, 3600.0, 40000.0])),
             kind=draw(st.sampled_from(["batch", "batch", "batch", "interactive"])),
             priority=draw(st.sampled_from(["low", "normal", "high", "urgent"])),
@@ -63,8 +84,7 @@ def snapshots(draw):
         name=draw(st.sampled_from(["fairshare", "fairshare", "priority", "fifo"])),
         interactive_pool_gpus=draw(st.sampled_from([{}, {"c": 2}])),
     )
-    return Snapshot(NOW, node_list, budgets, tuple(running), pending, {"H100": 1.0},
-                    policy=policy)
+    return Snapshot(NOW, node_list, budgets, tuple(running), pending, {"H100": 1.0}, policy=policy)
 
 
 def apply(snap: Snapshot, d) -> Snapshot:
@@ -74,21 +94,40 @@ def apply(snap: Snapshot, d) -> Snapshot:
     running = [r for r in snap.running if r.id not in gone]
     for r in snap.running:
         if r.id in gone:
-            pending[r.id] = PendingJob(r.id, r.project, r.user, r.gpus, r.submit_s, 3600.0,
-                                       kind=r.kind)
+            pending[r.id] = PendingJob(
+                r.id, r.project, r.user, r.gpus, r.submit_s, 3600.0, kind=r.kind
+            )
     liens: dict[str, float] = {}
     for s in d.starts:
         j = pending.pop(s.job_id)
-        running.append(RunningJob(j.id, j.project, j.user, j.gpus, s.nodes, snap.now_s,
-                                  s.protected_until_s, s.funded, j.kind, j.resumable, j.submit_s))
+        running.append(
+            RunningJob(
+                j.id,
+                j.project,
+                j.user,
+                j.gpus,
+                s.nodes,
+                snap.now_s,
+                s.protected_until_s,
+                s.funded,
+                j.kind,
+                j.resumable,
+                j.submit_s,
+            )
+        )
         if s.funded:
             liens[j.project] = liens.get(j.project, 0) + j.gpus * (s.protected_until_s - snap.now_s)
-    budgets = tuple(replace(b, remaining_gpu_s=b.remaining_gpu_s - liens.get(b.path, 0.0))
-                    for b in snap.budgets)
+    budgets = tuple(
+        replace(b, remaining_gpu_s=b.remaining_gpu_s - liens.get(b.path, 0.0)) for b in snap.budgets
+    )
     return replace(snap, running=tuple(running), pending=tuple(pending.values()), budgets=budgets)
 
 
-FAST = settings(max_examples=int(__import__("os").environ.get("ENGINE_EXAMPLES", 150)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(
+    max_examples=int(__import__("os").environ.get("ENGINE_EXAMPLES", 150)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @FAST

@@ -20,8 +20,11 @@ def test_every_waiting_job_gets_a_stable_code_and_a_sentence():
     d = schedule(snap(nodes(1), TREE, running, jobs))
     codes = {j: i.code for j, i in d.pending.items()}
     assert codes == {
-        "held": "Held", "huge": "ExceedsCapacity", "first": "Resources",
-        "second": "Priority", "nofund": "Unfunded",
+        "held": "Held",
+        "huge": "ExceedsCapacity",
+        "first": "Resources",
+        "second": "Priority",
+        "nofund": "Unfunded",
     }
     assert all(i.message.endswith(".") for i in d.pending.values())
 
@@ -37,9 +40,14 @@ def test_queue_positions_and_estimated_starts_follow_the_queue():
 
 def test_positions_count_per_cluster():
     all_nodes = nodes(1, cluster="x") + nodes(1, cluster="y")
-    running = [run("rx", "robotics", 8, "x-00", protected_until=NOW + 1),
-               run("ry", "robotics", 8, "y-00", protected_until=NOW + 1)]
-    jobs = [pend("a", "nlp/olmo", 8, cluster="x", submit=1), pend("b", "nlp/olmo", 8, cluster="y", submit=2)]
+    running = [
+        run("rx", "robotics", 8, "x-00", protected_until=NOW + 1),
+        run("ry", "robotics", 8, "y-00", protected_until=NOW + 1),
+    ]
+    jobs = [
+        pend("a", "nlp/olmo", 8, cluster="x", submit=1),
+        pend("b", "nlp/olmo", 8, cluster="y", submit=2),
+    ]
     d = schedule(snap(all_nodes, TREE, running, jobs))
     assert d.pending["a"].position == 1 and d.pending["b"].position == 1
 

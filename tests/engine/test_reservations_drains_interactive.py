@@ -8,8 +8,9 @@ TREE = budgets(("hi", 1, 0), ("lo", 1, 1000))
 
 
 def protected_smalls(n_nodes, until):
-    return [run(f"r{i}", "lo", 8, f"c-{i:02d}", protected_until=until + i * 100)
-            for i in range(n_nodes)]
+    return [
+        run(f"r{i}", "lo", 8, f"c-{i:02d}", protected_until=until + i * 100) for i in range(n_nodes)
+    ]
 
 
 def test_a_blocked_large_job_reserves_the_nodes_that_free_up_soonest():
@@ -43,8 +44,13 @@ def test_an_approved_reservation_holds_nodes_for_its_project():
 
 
 def test_a_drained_node_takes_nothing_new():
-    d = schedule(snap(nodes(2, drained={0}), TREE, pending=[pend("j", "hi", 8, submit=0),
-                                                            pend("k", "hi", 8, submit=1)]))
+    d = schedule(
+        snap(
+            nodes(2, drained={0}),
+            TREE,
+            pending=[pend("j", "hi", 8, submit=0), pend("k", "hi", 8, submit=1)],
+        )
+    )
     assert started(d)["j"].nodes == (("c-01", 8),)
     assert "k" not in started(d)
 
@@ -71,7 +77,9 @@ LANE = Policy(interactive_pool_gpus={"c": 2}, interactive_per_user=1)
 
 def test_an_interactive_session_starts_at_once_displacing_unprotected_batch_work():
     running = [run("batch", "hi", 8, "c-00", protected_until=NOW - 1)]
-    d = schedule(snap(nodes(1), TREE, running, [pend("dbg", "lo", 1, kind="interactive")], policy=LANE))
+    d = schedule(
+        snap(nodes(1), TREE, running, [pend("dbg", "lo", 1, kind="interactive")], policy=LANE)
+    )
     assert "dbg" in started(d) and "batch" in preempted(d)
 
 

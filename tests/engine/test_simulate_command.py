@@ -28,13 +28,26 @@ def test_the_command_skips_system_and_migration_checks():
 
 def test_the_json_has_every_contract_key(tmp_path):
     data = run(tmp_path, "--policy", "fairshare")
-    assert {"policy", "horizon_s", "utilization", "projects", "jobs", "drains",
-            "unfunded_gpu_hours"} <= set(data)
+    assert {
+        "policy",
+        "horizon_s",
+        "utilization",
+        "projects",
+        "jobs",
+        "drains",
+        "unfunded_gpu_hours",
+    } <= set(data)
     assert data["policy"] == "fairshare"
     assert set(data["projects"]) == {"nlp/olmo", "nlp/tulu", "robotics"}  # leaves only
     for p in data["projects"].values():
-        assert set(p) >= {"budget_share", "delivered_share", "allocated_gpu_hours",
-                          "unallocated_gpu_hours", "wait_p50_s", "wait_p95_s"}
+        assert set(p) >= {
+            "budget_share",
+            "delivered_share",
+            "allocated_gpu_hours",
+            "unallocated_gpu_hours",
+            "wait_p50_s",
+            "wait_p95_s",
+        }
     assert abs(data["projects"]["nlp/olmo"]["budget_share"] - 2 / 3 * 4 / 6) < 1e-6
     assert abs(sum(p["delivered_share"] for p in data["projects"].values()) - 1) < 1e-3
     assert set(data["jobs"]) >= {"submitted", "completed", "preemptions", "protected_preemptions"}

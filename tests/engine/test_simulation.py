@@ -9,7 +9,8 @@ HOUR = 3600.0
 
 def scenario(budgets, nodes=1, gpus=8, maintenance=()):
     return Scenario(
-        window_days=7, gpu_types={"H100": 1.0},
+        window_days=7,
+        gpu_types={"H100": 1.0},
         clusters=(ClusterSpec("c", "H100", nodes, gpus),),
         budgets=tuple(BudgetSpec(p, h, h) for p, h in budgets),
         maintenance=tuple(maintenance),
@@ -17,14 +18,18 @@ def scenario(budgets, nodes=1, gpus=8, maintenance=()):
 
 
 def job(jid, submit, project, gpus=1, duration=HOUR, min_runtime=HOUR, user=None):
-    return TraceJob(jid, submit, project, user or project, gpus, duration, min_runtime, True,
-                    "batch", None)
+    return TraceJob(
+        jid, submit, project, user or project, gpus, duration, min_runtime, True, "batch", None
+    )
 
 
 def test_delivered_shares_converge_to_budget_shares_under_saturation():
     sc = scenario([("big", 3000), ("small", 1000)])
-    jobs = [job(f"{p}{i}", 0.0, p, duration=2 * HOUR, min_runtime=HOUR)
-            for p in ("big", "small") for i in range(400)]
+    jobs = [
+        job(f"{p}{i}", 0.0, p, duration=2 * HOUR, min_runtime=HOUR)
+        for p in ("big", "small")
+        for i in range(400)
+    ]
     out = to_json(simulate(sc, jobs, "fairshare", until_s=4 * 24 * HOUR, record_events=False))
     assert abs(out["projects"]["big"]["delivered_share"] - 0.75) < 0.03
     assert abs(out["projects"]["small"]["delivered_share"] - 0.25) < 0.03
@@ -46,10 +51,13 @@ def test_unfunded_work_yields_to_funded_work_at_once():
 def test_a_large_job_starts_once_the_protections_of_small_jobs_end():
     sc = scenario([("crowd", 100), ("wide", 100)], nodes=2)
     # The crowd is busy for days but only protected for two hours from its start.
-    crowd = [job(f"s{i}", 0.0, "crowd", duration=5 * 24 * HOUR, min_runtime=2 * HOUR)
-             for i in range(16)]
-    more = [job(f"t{i}", 1800.0 * (i + 1), "crowd", duration=5 * 24 * HOUR, min_runtime=2 * HOUR)
-            for i in range(40)]
+    crowd = [
+        job(f"s{i}", 0.0, "crowd", duration=5 * 24 * HOUR, min_runtime=2 * HOUR) for i in range(16)
+    ]
+    more = [
+        job(f"t{i}", 1800.0 * (i + 1), "crowd", duration=5 * 24 * HOUR, min_runtime=2 * HOUR)
+        for i in range(40)
+    ]
     big = job("big", HOUR, "wide", gpus=16, duration=HOUR)
     res = simulate(sc, crowd + more + [big], "fairshare", until_s=24 * HOUR)
     starts = [e for e in res.events if e[3] == "big" and e[4] == "start"]
@@ -60,8 +68,9 @@ def test_a_large_job_starts_once_the_protections_of_small_jobs_end():
 
 def test_a_drain_finishes_within_the_protection_bound():
     sc = scenario([("a", 1000)], nodes=2, maintenance=[("c-00", 2 * HOUR)])
-    jobs = [job(f"j{i}", 0.0, "a", duration=10 * 24 * HOUR, min_runtime=30 * HOUR)
-            for i in range(16)]
+    jobs = [
+        job(f"j{i}", 0.0, "a", duration=10 * 24 * HOUR, min_runtime=30 * HOUR) for i in range(16)
+    ]
     out = to_json(simulate(sc, jobs, "fairshare", until_s=3 * 24 * HOUR))
     (drain,) = out["drains"]
     assert drain["node"] == "c-00" and drain["requested_s"] == 2 * HOUR

@@ -26,8 +26,11 @@ def run_one(args: tuple) -> dict:
     t0 = time.perf_counter()
     scenario = load_scenario(scenario_path)
     jobs = load_trace(trace_path, until, from_s)
-    out = to_json(simulate(scenario, jobs, policy, until_s=until, pass_interval_s=interval,
-                           record_events=False))
+    out = to_json(
+        simulate(
+            scenario, jobs, policy, until_s=until, pass_interval_s=interval, record_events=False
+        )
+    )
     out["wall_s"] = round(time.perf_counter() - t0, 1)
     return out
 
@@ -43,8 +46,12 @@ def markdown(results: list[dict]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         waits = r["wait_by_size"]
-        row = [r["policy"], f"{r['share_distance']:.3f}", f"{r['share_distance_active']:.3f}",
-               f"{r['utilization']:.1%}"]
+        row = [
+            r["policy"],
+            f"{r['share_distance']:.3f}",
+            f"{r['share_distance_active']:.3f}",
+            f"{r['utilization']:.1%}",
+        ]
         for s in SIZES:
             w = waits.get(s)
             row.append(f"{_hours(w['wait_p50_s'])} / {_hours(w['wait_p95_s'])}" if w else "-")
@@ -69,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    tasks = [(args.scenario, args.trace, p, args.until, args.from_s, args.pass_interval)
-             for p in POLICIES]
+    tasks = [
+        (args.scenario, args.trace, p, args.until, args.from_s, args.pass_interval)
+        for p in POLICIES
+    ]
     if args.workers > 1:
         with ProcessPoolExecutor(max_workers=args.workers) as pool:
             results = list(pool.map(run_one, tasks))

@@ -94,10 +94,15 @@ def plot(res: SimResult, path: str) -> None:
     programs = [n for n in res.tree.top]
     for i, prog in enumerate(sorted(programs, key=lambda n: n.path)):
         color = f"C{i}"
-        ax1.plot(days, [s["delivered"].get(prog.path, 0.0) for s in res.samples], color=color,
-                 label=f"{prog.path} delivered")
-        ax1.axhline(prog.norm_share, color=color, linestyle="--", linewidth=1,
-                    label=f"{prog.path} budget")
+        ax1.plot(
+            days,
+            [s["delivered"].get(prog.path, 0.0) for s in res.samples],
+            color=color,
+            label=f"{prog.path} delivered",
+        )
+        ax1.axhline(
+            prog.norm_share, color=color, linestyle="--", linewidth=1, label=f"{prog.path} budget"
+        )
     ax1.set_ylabel("share of allocated GPU-hours")
     ax1.set_title(f"Delivered vs budget share per program ({res.policy})")
     ax1.legend(fontsize=7, ncol=2)

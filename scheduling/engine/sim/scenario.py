@@ -124,11 +124,17 @@ def load_scenario(path: str) -> Scenario:
                 raise InputError(path, c.line, key, "is required")
         gpu_type = str(c["gpu_type"])
         if gpu_types and gpu_type not in gpu_types:
-            raise InputError(path, c.lines["gpu_type"], "gpu_type", f"{gpu_type!r} not in gpu_types")
+            raise InputError(
+                path, c.lines["gpu_type"], "gpu_type", f"{gpu_type!r} not in gpu_types"
+            )
         gpu_types.setdefault(gpu_type, 1.0)
         clusters.append(
-            ClusterSpec(str(c["name"]), gpu_type, _num(path, c, "nodes", int),
-                        _num(path, c, "gpus_per_node", int, 8))
+            ClusterSpec(
+                str(c["name"]),
+                gpu_type,
+                _num(path, c, "nodes", int),
+                _num(path, c, "gpus_per_node", int, 8),
+            )
         )
     budgets: list[BudgetSpec] = []
 
@@ -189,8 +195,16 @@ class TraceJob:
 
 
 TRACE_COLUMNS = (
-    "job_id", "submit_s", "project", "user", "gpus", "duration_s", "min_runtime_s",
-    "resumable", "kind", "cluster",
+    "job_id",
+    "submit_s",
+    "project",
+    "user",
+    "gpus",
+    "duration_s",
+    "min_runtime_s",
+    "resumable",
+    "kind",
+    "cluster",
 )
 BOOLS = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
@@ -217,7 +231,9 @@ def load_trace(path: str, until_s: float | None = None, from_s: float = 0.0) -> 
                 try:
                     value = kind(row[key])
                 except (TypeError, ValueError):
-                    raise InputError(path, line, key, f"must be a number, not {row[key]!r}") from None
+                    raise InputError(
+                        path, line, key, f"must be a number, not {row[key]!r}"
+                    ) from None
                 if value < minimum:
                     raise InputError(path, line, key, f"must be at least {minimum}")
                 return value
@@ -242,9 +258,17 @@ def load_trace(path: str, until_s: float | None = None, from_s: float = 0.0) -> 
                 continue
             jobs.append(
                 TraceJob(
-                    jid, submit, (row["project"] or "").strip(), (row["user"] or "").strip(),
-                    num("gpus", int, 1), num("duration_s", float, 0.0), num("min_runtime_s"),
-                    resumable, kind, (row["cluster"] or "").strip() or None, priority,
+                    jid,
+                    submit,
+                    (row["project"] or "").strip(),
+                    (row["user"] or "").strip(),
+                    num("gpus", int, 1),
+                    num("duration_s", float, 0.0),
+                    num("min_runtime_s"),
+                    resumable,
+                    kind,
+                    (row["cluster"] or "").strip() or None,
+                    priority,
                 )
             )
     return sorted(jobs, key=lambda j: (j.submit_s, j.id))

@@ -95,7 +95,8 @@ class Simulator:
         }
         self.tree = FairTree.build([BudgetNode(p, s) for p, s in self.shares.items()])
         self.nodes = {
-            name: Node(name, c.name, c.gpu_type, c.gpus_per_node) for name, c in scenario.node_names()
+            name: Node(name, c.name, c.gpu_type, c.gpus_per_node)
+            for name, c in scenario.node_names()
         }
         self.node_cost = {n: scenario.gpu_types.get(x.gpu_type, 1.0) for n, x in self.nodes.items()}
         self.total_gpus = sum(n.gpus for n in self.nodes.values())
@@ -119,8 +120,21 @@ class Simulator:
         self.drain_req: dict[str, float] = {}
         self.drained_at: dict[str, float | None] = {}
         self.res = SimResult(
-            policy, 0.0, scenario, self.tree, self.total_gpus, 0.0, defaultdict(float),
-            defaultdict(float), defaultdict(list), defaultdict(list), 0, 0, 0, 0, [],
+            policy,
+            0.0,
+            scenario,
+            self.tree,
+            self.total_gpus,
+            0.0,
+            defaultdict(float),
+            defaultdict(float),
+            defaultdict(list),
+            defaultdict(list),
+            0,
+            0,
+            0,
+            0,
+            [],
         )
         self.last_pass = -float("inf")
         self.wake_at: float | None = None
@@ -174,19 +188,27 @@ class Simulator:
                 liens[r.project] += (r.protected_until_s - t) * r.gpus * cost
         budgets = tuple(
             BudgetNode(
-                p, self.shares[p], self.usage.value(p, t),
+                p,
+                self.shares[p],
+                self.usage.value(p, t),
                 self.grants[p] - self.spent.get(p, 0.0) - liens.get(p, 0.0),
             )
             for p in self.shares
         )
         user_usage = {k: self.user_usage.value(k, t) for k in self.user_usage.keys()}
         nodes = tuple(
-            replace(n, drained=True) if n.name in self.drain_req else n
-            for n in self.nodes.values()
+            replace(n, drained=True) if n.name in self.drain_req else n for n in self.nodes.values()
         )
         return Snapshot(
-            t, nodes, budgets, tuple(self.running.values()), tuple(self.pending.values()),
-            self.sc.gpu_types, user_usage, (), self.policy,
+            t,
+            nodes,
+            budgets,
+            tuple(self.running.values()),
+            tuple(self.pending.values()),
+            self.sc.gpu_types,
+            user_usage,
+            (),
+            self.policy,
         )
 
     # ---- the loop ----------------------------------------------------------------------
@@ -218,8 +240,11 @@ class Simulator:
                 self._push(self.wake_at, _WAKE)
             if self.progress:
                 self.progress(t)
-            if self.until is None and not self.pending and not self.running and not any(
-                k in (_SUBMIT, _DRAIN) for _, k, _, _ in self.heap
+            if (
+                self.until is None
+                and not self.pending
+                and not self.running
+                and not any(k in (_SUBMIT, _DRAIN) for _, k, _, _ in self.heap)
             ):
                 break
         self._charge(t)
@@ -260,8 +285,16 @@ class Simulator:
     def _enqueue(self, state: JobState) -> None:
         s = state.spec
         self.pending[s.id] = PendingJob(
-            s.id, s.project, s.user, s.gpus, s.submit_s, s.min_runtime_s, s.cluster,
-            kind=s.kind, resumable=s.resumable, priority=s.priority,
+            s.id,
+            s.project,
+            s.user,
+            s.gpus,
+            s.submit_s,
+            s.min_runtime_s,
+            s.cluster,
+            kind=s.kind,
+            resumable=s.resumable,
+            priority=s.priority,
         )
 
     def _stop(self, job_id: str) -> RunningJob:
@@ -298,8 +331,17 @@ class Simulator:
             pj = self.pending.pop(s.job_id)
             state = self.jobs[s.job_id]
             r = RunningJob(
-                pj.id, pj.project, pj.user, pj.gpus, s.nodes, t, s.protected_until_s, s.funded,
-                pj.kind, pj.resumable, pj.submit_s,
+                pj.id,
+                pj.project,
+                pj.user,
+                pj.gpus,
+                s.nodes,
+                t,
+                s.protected_until_s,
+                s.funded,
+                pj.kind,
+                pj.resumable,
+                pj.submit_s,
             )
             self.running[pj.id] = r
             self._rates(r, +1)
@@ -326,9 +368,12 @@ class Simulator:
             programs[project.split("/")[0]] += used / total
         horizon = t or 1.0
         self.res.samples.append(
-            {"t_s": t, "delivered": dict(programs),
-             "utilization": self.res.busy_gpu_s / (self.total_gpus * horizon) if t else 0.0,
-             "busy_now": self.busy / self.total_gpus}
+            {
+                "t_s": t,
+                "delivered": dict(programs),
+                "utilization": self.res.busy_gpu_s / (self.total_gpus * horizon) if t else 0.0,
+                "busy_now": self.busy / self.total_gpus,
+            }
         )
 
     def _finish_report(self, horizon: float) -> None:
@@ -338,9 +383,13 @@ class Simulator:
                 self.res.waits[s.project].append(horizon - s.submit_s)
                 self.res.wait_by_size[size_class(s.gpus)].append(horizon - s.submit_s)
         for node, at in sorted(self.drain_req.items(), key=lambda x: (x[1], x[0])):
-            self.res.drains.append({"node": node, "requested_s": at, "drained_s": self.drained_at[node]})
+            self.res.drains.append(
+                {"node": node, "requested_s": at, "drained_s": self.drained_at[node]}
+            )
         self.res.events.sort()
 
 
-def simulate(scenario: Scenario, jobs: list[TraceJob], policy: str = "fairshare", **kw) -> SimResult:
+def simulate(
+    scenario: Scenario, jobs: list[TraceJob], policy: str = "fairshare", **kw
+) -> SimResult:
     return Simulator(scenario, jobs, policy, **kw).run()
