@@ -42,7 +42,9 @@ class ReconcileReport:
 @transaction.atomic
 def _finish(job_id: int, remote: RemoteJob) -> bool:
     job = (
-        Job.objects.select_for_update().select_related("project", "owner", "cluster").get(pk=job_id)
+        Job.objects.select_for_update(of=("self",))
+        .select_related("project", "owner", "cluster")
+        .get(pk=job_id)
     )
     if job.state != Job.State.RUNNING or job.attempt_key != remote.attempt_key:
         return False
@@ -61,7 +63,9 @@ def _finish(job_id: int, remote: RemoteJob) -> bool:
 @transaction.atomic
 def _lose(job_id: int, attempt_key: str, why: str) -> bool:
     job = (
-        Job.objects.select_for_update().select_related("project", "owner", "cluster").get(pk=job_id)
+        Job.objects.select_for_update(of=("self",))
+        .select_related("project", "owner", "cluster")
+        .get(pk=job_id)
     )
     if job.state != Job.State.RUNNING or job.attempt_key != attempt_key:
         return False

@@ -167,7 +167,7 @@ def set_node_drain(user, node_id: int, drained: bool, reason: str = "") -> Node:
 
     if not is_cluster_admin(user):
         raise JobPermissionError(None, "only cluster admins drain nodes")
-    node = Node.objects.select_for_update().select_related("cluster").get(pk=node_id)
+    node = Node.objects.select_for_update(of=("self",)).select_related("cluster").get(pk=node_id)
     now = timezone.now()
     if drained:
         if not reason.strip():

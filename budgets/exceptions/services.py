@@ -103,7 +103,7 @@ def _locked(pk) -> ExceptionRequest:
     """The request, locked for the rest of the transaction."""
     try:
         return (
-            ExceptionRequest.objects.select_for_update()
+            ExceptionRequest.objects.select_for_update(of=("self",))
             .select_related("requester", "node", "scope", "job", "cluster")
             .get(pk=pk)
         )
