@@ -2,17 +2,38 @@
 (cancel), drains only through ``set_node_drain``, so every change lands in a timeline or
 in the drain's requester fields — never a direct edit of a state column."""
 
+from django import forms
 from django.contrib import admin, messages
 
-from scheduling import services
+from scheduling import discovery, services
+from scheduling.backends.base import BackendError, get_backend
 from scheduling.errors import JobError
 from scheduling.models import Cluster, Job, JobEvent, Node
 
 JOB_STATE_FIELDS = (
-    "state", "submitted_at", "started_at", "ended_at", "funded", "protected_until", "nodes",
-    "run_seconds_done", "attempt", "attempt_key", "external_id", "dispatched", "last_charged_at",
-    "gpu_utilization", "low_utilization_since", "exit_code", "pending_code", "pending_message",
-    "queue_position", "estimated_start", "explanation", "max_protection_s", "protection_source",
+    "state",
+    "submitted_at",
+    "started_at",
+    "ended_at",
+    "funded",
+    "protected_until",
+    "nodes",
+    "run_seconds_done",
+    "attempt",
+    "attempt_key",
+    "external_id",
+    "dispatched",
+    "last_charged_at",
+    "gpu_utilization",
+    "low_utilization_since",
+    "exit_code",
+    "pending_code",
+    "pending_message",
+    "queue_position",
+    "estimated_start",
+    "explanation",
+    "max_protection_s",
+    "protection_source",
 )
 
 
@@ -23,12 +44,63 @@ class NodeInline(admin.TabularInline):
     extra = 0
 
 
+class ClusterForm(forms.ModelForm):
+    """Registering a cluster in the admin discovers its nodes, like `register_cluster`: a
+    backend that cannot be reached or reports no node refuses the form, naming the field."""
+
+    class Meta:
+        model = Cluster
+        fields = ("name", "backend", "options", "interactive_pool_gpus")
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            found = get_backend(data["backend"], data["name"], data.get("options") or {})
+            self.discovered = found.discover_nodes()
+        except BackendError as exc:
+            raise forms.ValidationError({"options": f"cannot discover nodes: {exc}"}) from exc
+        if not self.discovered:
+            raise forms.ValidationError({"backend": "the backend reports no nodes"})
+        return data
+
+
+def rediscover_nodes(modeladmin, request, queryset):
+    for cluster in queryset:
+        try:
+            report = discovery.rediscover(cluster)
+        except BackendError as exc:
+            modeladmin.message_user(request, f"{cluster.name}: {exc}", messages.ERROR)
+            continue
+        modeladmin.message_user(request, _summary(report))
+
+
+def _summary(report) -> str:
+    vanished = f"; drained {', '.join(report.vanished)} (gone)" if report.vanished else ""
+    return f"{report.cluster.name}: {len(report.nodes)} nodes, {report.total_gpus} GPUs{vanished}"
+
+
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
+    form = ClusterForm
     list_display = ("name", "backend", "gpu_type", "reachable", "last_pass_at", "last_pass_ms")
-    readonly_fields = ("reachable", "last_error", "last_sync_at", "pass_lock_token",
-                       "pass_lock_until", "last_pass_at", "last_pass_ms")
+    readonly_fields = (
+        "gpu_type",
+        "reachable",
+        "last_error",
+        "last_sync_at",
+        "pass_lock_token",
+        "pass_lock_until",
+        "last_pass_at",
+        "last_pass_ms",
+    )
     inlines = [NodeInline]
+    actions = [rediscover_nodes]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        self.message_user(request, _summary(discovery.rediscover(obj)))
 
 
 def _drain(modeladmin, request, queryset, drained):
@@ -53,8 +125,13 @@ def undrain_nodes(modeladmin, request, queryset):
 class NodeAdmin(admin.ModelAdmin):
     list_display = ("name", "cluster", "gpus", "gpu_type", "present", "drained", "drained_by")
     list_filter = ("cluster", "drained", "present")
-    readonly_fields = ("drained", "drain_reason", "drain_requested_at", "drain_requested_by",
-                       "drained_by")
+    readonly_fields = (
+        "drained",
+        "drain_reason",
+        "drain_requested_at",
+        "drain_requested_by",
+        "drained_by",
+    )
     actions = [drain_nodes, undrain_nodes]
 
 
@@ -80,13 +157,35 @@ def cancel_jobs(modeladmin, request, queryset):
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "owner", "project", "cluster", "gpus", "state", "funded",
-                    "queue_position", "submitted_at")
+    list_display = (
+        "id",
+        "name",
+        "owner",
+        "project",
+        "cluster",
+        "gpus",
+        "state",
+        "funded",
+        "queue_position",
+        "submitted_at",
+    )
     list_filter = ("state", "cluster", "funded", "kind")
     search_fields = ("name", "owner__username", "project__slug_path")
     list_select_related = ("owner", "project", "cluster")
-    readonly_fields = ("owner", "project", "cluster", "gpus", "min_runtime_s", "resumable",
-                       "kind", "command", "sim_duration_s", "priority", "held", *JOB_STATE_FIELDS)
+    readonly_fields = (
+        "owner",
+        "project",
+        "cluster",
+        "gpus",
+        "min_runtime_s",
+        "resumable",
+        "kind",
+        "command",
+        "sim_duration_s",
+        "priority",
+        "held",
+        *JOB_STATE_FIELDS,
+    )
     inlines = [JobEventInline]
     actions = [cancel_jobs]
 

@@ -51,3 +51,41 @@ def test_bad_options_and_backends_are_refused_naming_the_field():
     with pytest.raises(CommandError, match="backend"):
         call_command("register_cluster", "mars", "--backend", "simulated", "--option", "nodes=x")
     assert not Cluster.objects.exists()
+
+
+@pytest.mark.django_db
+def test_registering_in_the_admin_discovers_the_nodes(admin_client, tmp_path):
+    response = admin_client.post(
+        "/admin/scheduling/cluster/add/",
+        {
+            "name": "venus",
+            "backend": "simulated",
+            "interactive_pool_gpus": 8,
+            "options": f'{{"nodes": "2", "gpu_type": "B300", "state_dir": "{tmp_path}"}}',
+            "nodes-TOTAL_FORMS": 0,
+            "nodes-INITIAL_FORMS": 0,
+        },
+        follow=True,
+    )
+    assert "enus: 2 nodes, 16 GPUs" in response.content.decode()  # the admin capitalises
+    cluster = Cluster.objects.get(name="venus")
+    assert cluster.gpu_type == "B300"
+    assert cluster.nodes.count() == 2
+
+
+@pytest.mark.django_db
+def test_the_admin_refuses_a_cluster_whose_nodes_cannot_be_discovered(admin_client, tmp_path):
+    response = admin_client.post(
+        "/admin/scheduling/cluster/add/",
+        {
+            "name": "venus",
+            "backend": "simulated",
+            "interactive_pool_gpus": 8,
+            "options": '{"nodes": "many"}',
+            "nodes-TOTAL_FORMS": 0,
+            "nodes-INITIAL_FORMS": 0,
+        },
+    )
+    assert response.status_code == 200
+    assert "cannot discover nodes" in response.content.decode()
+    assert not Cluster.objects.exists()
