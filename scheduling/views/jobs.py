@@ -26,8 +26,12 @@ def _list_context(user, form) -> dict:
     jobs = list(Job.objects.for_user_page(user).order_by("-submitted_at", "-id")[:200])
     for job in jobs:
         job.idle = is_idle(job, now)
-    return {"jobs": jobs, "form": form, "now": now,
-            "live": any(not job.is_terminal for job in jobs)}
+    return {
+        "jobs": jobs,
+        "form": form,
+        "now": now,
+        "live": any(not job.is_terminal for job in jobs),
+    }
 
 
 @login_required
@@ -47,17 +51,26 @@ def job_list(request):
             return redirect(_url(job))
     partial = "submit-form" if request.method == "POST" else "job-table"
     status = 400 if request.method == "POST" and not request.htmx else 200
-    return render_page(request, "scheduling/job_list.html", partial,
-                       _list_context(request.user, form), status=status)
+    return render_page(
+        request,
+        "scheduling/job_list.html",
+        partial,
+        _list_context(request.user, form),
+        status=status,
+    )
 
 
 @login_required
 def job_detail(request, pk):
     job = get_job_for_user(request.user, pk)
     job.idle = is_idle(job)
-    context = {"job": job, "events": list(job.events.all()), "now": timezone.now(),
-               "min_runtime_h": job.min_runtime_s / 3600,
-               "can_cancel": services.can_cancel(request.user, job) and not job.is_terminal}
+    context = {
+        "job": job,
+        "events": list(job.events.all()),
+        "now": timezone.now(),
+        "min_runtime_h": job.min_runtime_s / 3600,
+        "can_cancel": services.can_cancel(request.user, job) and not job.is_terminal,
+    }
     return render_page(request, "scheduling/job_detail.html", "job-status", context)
 
 

@@ -25,8 +25,11 @@ def _allowed(user) -> bool:
 def _context(user, errors=None) -> dict:
     from budgets.access import is_cluster_admin
 
-    return {**reports.operations_report(), "is_admin": is_cluster_admin(user),
-            "errors": errors or {}}
+    return {
+        **reports.operations_report(),
+        "is_admin": is_cluster_admin(user),
+        "errors": errors or {},
+    }
 
 
 @login_required
@@ -48,8 +51,13 @@ def node_drain(request, pk):
         services.set_node_drain(request.user, node.pk, drained, reason)
     except JobError as exc:
         status = 200 if request.htmx else 400
-        return render_page(request, TEMPLATE, "nodes",
-                           _context(request.user, {node.pk: exc.message}), status=status)
+        return render_page(
+            request,
+            TEMPLATE,
+            "nodes",
+            _context(request.user, {node.pk: exc.message}),
+            status=status,
+        )
     if request.htmx:  # the node's row shows the new state; no message to linger
         return render_page(request, TEMPLATE, "nodes", _context(request.user))
     messages.success(request, f"{node.name} {'drained' if drained else 'back in service'}.")

@@ -26,7 +26,8 @@ def cluster_queue(request, name):
     pending = list(Job.objects.for_queue_page(cluster))
     running = list(Job.objects.running_on_queue_page(cluster))
     shown = set(
-        visible_jobs(request.user).filter(cluster=cluster, state__in=["pending", "running"])
+        visible_jobs(request.user)
+        .filter(cluster=cluster, state__in=["pending", "running"])
         .values_list("pk", flat=True)
     )
     now = timezone.now()
@@ -34,6 +35,12 @@ def cluster_queue(request, name):
         job.shown = job.pk in shown
         job.idle = reports.is_idle(job, now)
     total = sum(n.gpus for n in cluster.nodes.filter(present=True))
-    context = {"cluster": cluster, "now": now, "pending": pending, "running": running,
-               "total_gpus": total, "busy_gpus": sum(job.gpus for job in running)}
+    context = {
+        "cluster": cluster,
+        "now": now,
+        "pending": pending,
+        "running": running,
+        "total_gpus": total,
+        "busy_gpus": sum(job.gpus for job in running),
+    }
     return render_page(request, "scheduling/cluster_queue.html", "queue", context)

@@ -9,7 +9,8 @@ from tests.budgets.factories import UsageEntryFactory
 
 pytestmark = pytest.mark.django_db
 
-TREE_PAGE_QUERIES = 8  # session, user, roles, cluster-admins group, nodes+grants, usage, liens, inbox badge
+# session, user, roles, cluster-admins group, nodes+grants, usage, liens, inbox badge
+TREE_PAGE_QUERIES = 8
 API_LIST_QUERIES = 9  # the same, plus the count and the page of visible nodes
 
 

@@ -27,9 +27,16 @@ def test_posting_a_state_through_the_admin_changes_only_the_name(admin_client, j
     event = job.events.get()
     response = admin_client.post(
         reverse("admin:scheduling_job_change", args=[job.pk]),
-        {"name": "renamed", "state": "completed", "funded": "on", "gpus": "64",
-         "events-TOTAL_FORMS": "1", "events-INITIAL_FORMS": "1",
-         "events-0-id": str(event.pk), "events-0-job": str(job.pk)},
+        {
+            "name": "renamed",
+            "state": "completed",
+            "funded": "on",
+            "gpus": "64",
+            "events-TOTAL_FORMS": "1",
+            "events-INITIAL_FORMS": "1",
+            "events-0-id": str(event.pk),
+            "events-0-job": str(job.pk),
+        },
     )
     job.refresh_from_db()
     assert response.status_code == 302  # saved
@@ -42,8 +49,10 @@ def test_jobs_cannot_be_added_in_the_admin(admin_client):
 
 
 def test_the_admin_cancels_jobs_through_the_service(admin_client, job):
-    admin_client.post(reverse("admin:scheduling_job_changelist"),
-                      {"action": "cancel_jobs", "_selected_action": [job.pk]})
+    admin_client.post(
+        reverse("admin:scheduling_job_changelist"),
+        {"action": "cancel_jobs", "_selected_action": [job.pk]},
+    )
     job.refresh_from_db()
     assert job.state == Job.State.CANCELLED
     assert job.events.filter(kind="cancelled").exists()
@@ -69,6 +78,7 @@ def test_node_drain_fields_are_read_only_in_the_admin(admin_client, cluster):
 
 def test_cluster_admin_page_shows_health_read_only_and_its_nodes(admin_client, cluster):
     page = admin_client.get(
-        reverse("admin:scheduling_cluster_change", args=[cluster.pk])).content.decode()
+        reverse("admin:scheduling_cluster_change", args=[cluster.pk])
+    ).content.decode()
     assert "jupiter-00" in page and "jupiter-01" in page
     assert 'name="reachable"' not in page and 'name="pass_lock_token"' not in page

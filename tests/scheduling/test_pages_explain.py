@@ -31,11 +31,20 @@ EXPLANATION = {
 
 @pytest.fixture
 def running_job(researcher, cluster, budget_tree):
-    job = make_job(researcher, cluster, budget_tree.olmo, state="running", gpus=8,
-                   name="pretrain", explanation=EXPLANATION, gpu_utilization=0.72,
-                   last_charged_at=timezone.now())
-    UsageEntryFactory(node=budget_tree.olmo, job_ref=job.pk, gpu_seconds=7200,
-                      cost_gpu_seconds=7200)
+    job = make_job(
+        researcher,
+        cluster,
+        budget_tree.olmo,
+        state="running",
+        gpus=8,
+        name="pretrain",
+        explanation=EXPLANATION,
+        gpu_utilization=0.72,
+        last_charged_at=timezone.now(),
+    )
+    UsageEntryFactory(
+        node=budget_tree.olmo, job_ref=job.pk, gpu_seconds=7200, cost_gpu_seconds=7200
+    )
     return job
 
 
@@ -63,8 +72,9 @@ def test_explanation_shows_the_standing_of_each_ancestor_as_share_and_usage(
     assert "bar usage over" in page
 
 
-def test_explanation_names_an_exception_as_the_source_of_protection(client, researcher,
-                                                                    running_job):
+def test_explanation_names_an_exception_as_the_source_of_protection(
+    client, researcher, running_job
+):
     Job.objects.filter(pk=running_job.pk).update(protection_source="exception #12")
     client.force_login(researcher)
     assert "by exception #12" in why(client, running_job)
@@ -72,17 +82,19 @@ def test_explanation_names_an_exception_as_the_source_of_protection(client, rese
 
 def test_an_idle_job_is_flagged(client, researcher, running_job):
     Job.objects.filter(pk=running_job.pk).update(
-        gpu_utilization=0.02, low_utilization_since=timezone.now() - timedelta(hours=2))
+        gpu_utilization=0.02, low_utilization_since=timezone.now() - timedelta(hours=2)
+    )
     client.force_login(researcher)
     page = why(client, running_job)
-    assert "2 % busy" in page and "badge bad\">idle" in page
+    assert "2 % busy" in page and 'badge bad">idle' in page
 
 
 def test_a_recently_quiet_job_is_not_yet_idle(client, researcher, running_job):
     Job.objects.filter(pk=running_job.pk).update(
-        gpu_utilization=0.02, low_utilization_since=timezone.now() - timedelta(minutes=20))
+        gpu_utilization=0.02, low_utilization_since=timezone.now() - timedelta(minutes=20)
+    )
     client.force_login(researcher)
-    assert "badge bad\">idle" not in why(client, running_job)
+    assert 'badge bad">idle' not in why(client, running_job)
 
 
 def test_unfunded_job_says_it_is_free_and_preemptible(client, researcher, cluster):
@@ -99,12 +111,20 @@ def test_a_pending_job_costs_nothing(client, researcher, cluster, budget_tree):
     assert "holds no GPUs and costs nothing" in why(client, job)
 
 
-@pytest.mark.parametrize(("persona", "status"), [
-    ("researcher", 200), ("manager", 200), ("leader", 200), ("cluster_admin", 200),
-    ("other_manager", 404), ("outsider", 404),
-])
-def test_explanation_is_seen_by_those_who_see_the_job(client, personas, running_job, persona,
-                                                      status):
+@pytest.mark.parametrize(
+    ("persona", "status"),
+    [
+        ("researcher", 200),
+        ("manager", 200),
+        ("leader", 200),
+        ("cluster_admin", 200),
+        ("other_manager", 404),
+        ("outsider", 404),
+    ],
+)
+def test_explanation_is_seen_by_those_who_see_the_job(
+    client, personas, running_job, persona, status
+):
     client.force_login(personas[persona])
     url = reverse("job-explain", args=[running_job.pk])
     assert client.get(url).status_code == status
@@ -128,19 +148,20 @@ def _crowd(researcher, cluster, budget_tree, job, n):
     for i in range(n):
         make_job(researcher, cluster, budget_tree.olmo, name=f"other-{i}")
         JobEvent.objects.create(job=job, at=timezone.now(), kind="note", message=f"event {i}")
-        UsageEntryFactory(node=budget_tree.olmo, job_ref=job.pk, gpu_seconds=60,
-                          cost_gpu_seconds=60)
+        UsageEntryFactory(
+            node=budget_tree.olmo, job_ref=job.pk, gpu_seconds=60, cost_gpu_seconds=60
+        )
 
 
-def test_job_page_query_count_is_pinned(client, researcher, running_job,
-                                        django_assert_num_queries):
+def test_job_page_query_count_is_pinned(client, researcher, running_job, django_assert_num_queries):
     client.force_login(researcher)
     with django_assert_num_queries(JOB_PAGE_QUERIES):
         client.get(reverse("job-detail", args=[running_job.pk]))
 
 
-def test_explanation_page_query_count_is_pinned(client, researcher, running_job,
-                                                django_assert_num_queries):
+def test_explanation_page_query_count_is_pinned(
+    client, researcher, running_job, django_assert_num_queries
+):
     client.force_login(researcher)
     with django_assert_num_queries(EXPLAIN_PAGE_QUERIES):
         client.get(reverse("job-explain", args=[running_job.pk]))
@@ -150,8 +171,10 @@ def test_job_and_explanation_query_counts_do_not_grow_with_jobs_or_events(
     client, researcher, cluster, budget_tree, running_job
 ):
     client.force_login(researcher)
-    pages = [reverse("job-detail", args=[running_job.pk]),
-             reverse("job-explain", args=[running_job.pk])]
+    pages = [
+        reverse("job-detail", args=[running_job.pk]),
+        reverse("job-explain", args=[running_job.pk]),
+    ]
     _crowd(researcher, cluster, budget_tree, running_job, 3)
     few = [_count(client, url) for url in pages]
     _crowd(researcher, cluster, budget_tree, running_job, 27)

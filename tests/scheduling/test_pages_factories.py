@@ -21,25 +21,39 @@ def make_cluster(name="jupiter", nodes=2, gpus_per_node=8, state_dir=None, **fie
     GpuType.objects.get_or_create(name=fields.get("gpu_type", "H100"))
     cluster = Cluster.objects.create(name=name, options=options, **fields)
     for index in range(nodes):
-        Node.objects.create(cluster=cluster, name=f"{name}-{index:02d}", gpus=gpus_per_node,
-                            gpu_type=cluster.gpu_type)
+        Node.objects.create(
+            cluster=cluster,
+            name=f"{name}-{index:02d}",
+            gpus=gpus_per_node,
+            gpu_type=cluster.gpu_type,
+        )
     return cluster
 
 
 def make_job(owner, cluster, project=None, state="pending", gpus=8, **fields):
     now = timezone.now()
-    defaults = dict(name=f"job-{owner.username}", min_runtime_s=3600,
-                    submitted_at=now - timedelta(minutes=30))
+    defaults = dict(
+        name=f"job-{owner.username}", min_runtime_s=3600, submitted_at=now - timedelta(minutes=30)
+    )
     if state == "pending":
-        defaults.update(pending_code="Resources", pending_message="Waiting for GPUs to free up.",
-                        queue_position=1, estimated_start=now + timedelta(hours=1))
+        defaults.update(
+            pending_code="Resources",
+            pending_message="Waiting for GPUs to free up.",
+            queue_position=1,
+            estimated_start=now + timedelta(hours=1),
+        )
     if state == "running":
-        defaults.update(started_at=now - timedelta(minutes=10), funded=project is not None,
-                        protected_until=now + timedelta(minutes=50), attempt=1,
-                        nodes=[[f"{cluster.name}-00", gpus]])
+        defaults.update(
+            started_at=now - timedelta(minutes=10),
+            funded=project is not None,
+            protected_until=now + timedelta(minutes=50),
+            attempt=1,
+            nodes=[[f"{cluster.name}-00", gpus]],
+        )
     defaults.update(fields)
-    job = Job.objects.create(owner=owner, cluster=cluster, project=project, state=state,
-                             gpus=gpus, **defaults)
+    job = Job.objects.create(
+        owner=owner, cluster=cluster, project=project, state=state, gpus=gpus, **defaults
+    )
     JobEvent.objects.create(job=job, at=job.submitted_at, kind="submitted", message="")
     return job
 

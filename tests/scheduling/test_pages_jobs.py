@@ -10,15 +10,24 @@ pytestmark = pytest.mark.django_db
 
 
 def submit(client, headers=None, **overrides):
-    data = {"name": "train", "project": "nlp/olmo", "cluster": "jupiter", "gpus": 8,
-            "min_runtime_hours": "2", "resumable": "on", "kind": "batch", "command": "python x",
-            "sim_duration_hours": "0.5"}
+    data = {
+        "name": "train",
+        "project": "nlp/olmo",
+        "cluster": "jupiter",
+        "gpus": 8,
+        "min_runtime_hours": "2",
+        "resumable": "on",
+        "kind": "batch",
+        "command": "python x",
+        "sim_duration_hours": "0.5",
+    }
     data.update(overrides)
     return client.post(reverse("job-list"), data, headers=headers or {})
 
 
-def test_my_jobs_lists_only_my_jobs_with_where_they_stand(client, researcher, manager, cluster,
-                                                           budget_tree):
+def test_my_jobs_lists_only_my_jobs_with_where_they_stand(
+    client, researcher, manager, cluster, budget_tree
+):
     mine = make_job(researcher, cluster, budget_tree.olmo, name="mine-pending")
     running = make_job(researcher, cluster, budget_tree.olmo, state="running", name="mine-running")
     make_job(manager, cluster, budget_tree.olmo, name="someone-else")
@@ -77,9 +86,18 @@ def test_bad_submissions_are_refused_on_the_field_and_create_nothing(
 
 def test_htmx_submission_refusal_returns_only_the_form_fragment(client, researcher, cluster):
     client.force_login(researcher)
-    response = client.post(reverse("job-list"), {"name": "x", "project": "nlp/olmo",
-                           "cluster": "jupiter", "gpus": "40", "min_runtime_hours": "1",
-                           "kind": "batch"}, HTTP_HX_REQUEST="true")
+    response = client.post(
+        reverse("job-list"),
+        {
+            "name": "x",
+            "project": "nlp/olmo",
+            "cluster": "jupiter",
+            "gpus": "40",
+            "min_runtime_hours": "1",
+            "kind": "batch",
+        },
+        HTTP_HX_REQUEST="true",
+    )
     page = response.content.decode()
     assert response.status_code == 200
     assert "<html" not in page and 'id="submit"' in page and 'id="error-gpus"' in page
@@ -115,19 +133,29 @@ def test_job_page_shows_state_funding_nodes_and_timeline(client, researcher, clu
     assert reverse("job-cancel", args=[job.pk]) in page
 
 
-@pytest.mark.parametrize(("persona", "status"), [
-    ("researcher", 200), ("project_lead", 200), ("manager", 200), ("leader", 200),
-    ("cluster_admin", 200), ("other_manager", 404), ("outsider", 404),
-])
-def test_job_page_is_seen_by_those_who_see_its_project_only(client, personas, cluster,
-                                                            budget_tree, persona, status):
+@pytest.mark.parametrize(
+    ("persona", "status"),
+    [
+        ("researcher", 200),
+        ("project_lead", 200),
+        ("manager", 200),
+        ("leader", 200),
+        ("cluster_admin", 200),
+        ("other_manager", 404),
+        ("outsider", 404),
+    ],
+)
+def test_job_page_is_seen_by_those_who_see_its_project_only(
+    client, personas, cluster, budget_tree, persona, status
+):
     job = make_job(personas["researcher"], cluster, budget_tree.olmo)
     client.force_login(personas[persona])
     assert client.get(reverse("job-detail", args=[job.pk])).status_code == status
 
 
-def test_job_page_offers_cancel_only_to_owner_and_admins(client, researcher, manager, cluster,
-                                                         budget_tree):
+def test_job_page_offers_cancel_only_to_owner_and_admins(
+    client, researcher, manager, cluster, budget_tree
+):
     job = make_job(researcher, cluster, budget_tree.olmo)
     client.force_login(manager)
     page = client.get(reverse("job-detail", args=[job.pk])).content.decode()
@@ -173,8 +201,9 @@ def test_cancel_is_post_only(client, researcher, cluster, budget_tree):
     assert client.get(reverse("job-cancel", args=[job.pk])).status_code == 405
 
 
-def test_job_page_polls_while_active_and_stops_when_it_ends(client, researcher, cluster,
-                                                            budget_tree):
+def test_job_page_polls_while_active_and_stops_when_it_ends(
+    client, researcher, cluster, budget_tree
+):
     job = make_job(researcher, cluster, budget_tree.olmo, state="running")
     client.force_login(researcher)
     url = reverse("job-detail", args=[job.pk])
@@ -208,8 +237,10 @@ def test_the_owner_of_a_live_job_can_request_longer_protection_from_its_page(
     make_cluster(tmp_path, name="jupiter")
     from scheduling.services import JobRequest, submit_job
 
-    job = submit_job(researcher, JobRequest(name="j", project="nlp/olmo", cluster="jupiter",
-                                            gpus=1, min_runtime_s=3600))
+    job = submit_job(
+        researcher,
+        JobRequest(name="j", project="nlp/olmo", cluster="jupiter", gpus=1, min_runtime_s=3600),
+    )
     link = reverse("exception-new-protection", args=[job.pk])
     client.force_login(researcher)
     assert link in client.get(reverse("job-detail", args=[job.pk])).content.decode()

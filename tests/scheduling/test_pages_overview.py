@@ -22,13 +22,22 @@ OPERATIONS_PAGE_QUERIES = 10
 def busy(personas, cluster, budget_tree):
     researcher, other = personas["researcher"], personas["other_manager"]
     return {
-        "olmo": make_job(researcher, cluster, budget_tree.olmo, state="running", gpus=8,
-                         name="olmo-train"),
-        "idle": make_job(researcher, cluster, budget_tree.olmo, state="running", gpus=2,
-                         name="olmo-notebook", gpu_utilization=0.01,
-                         low_utilization_since=timezone.now() - timedelta(hours=3)),
-        "vision": make_job(other, cluster, budget_tree.segmentation, state="running", gpus=4,
-                           name="seg-train"),
+        "olmo": make_job(
+            researcher, cluster, budget_tree.olmo, state="running", gpus=8, name="olmo-train"
+        ),
+        "idle": make_job(
+            researcher,
+            cluster,
+            budget_tree.olmo,
+            state="running",
+            gpus=2,
+            name="olmo-notebook",
+            gpu_utilization=0.01,
+            low_utilization_since=timezone.now() - timedelta(hours=3),
+        ),
+        "vision": make_job(
+            other, cluster, budget_tree.segmentation, state="running", gpus=4, name="seg-train"
+        ),
         "free": make_job(researcher, cluster, None, state="running", gpus=1, name="scavenge"),
         "waiting": make_job(researcher, cluster, budget_tree.olmo, name="olmo-waiting"),
     }
@@ -48,7 +57,7 @@ def test_leadership_sees_everything_running_grouped_by_program_and_project(clien
 def test_idle_jobs_are_flagged_in_the_overview(client, leader, busy):
     client.force_login(leader)
     page = client.get(reverse("running-overview")).content.decode()
-    assert "<strong class=\"error\">1</strong> idle job" in page
+    assert '<strong class="error">1</strong> idle job' in page
     assert page.count(">idle ") == 1 and "olmo-notebook" in page
 
 
@@ -71,7 +80,7 @@ def test_a_researcher_sees_only_the_running_jobs_they_may_see(client, researcher
 def test_an_unfunded_running_job_is_shown_as_preemptible_not_protected(client, researcher, busy):
     client.force_login(researcher)
     page = client.get(reverse("job-list")).content.decode()
-    row = page[page.index(f'id="job-{busy["free"].pk}"'):]
+    row = page[page.index(f'id="job-{busy["free"].pk}"') :]
     row = row[: row.index("</tr>")]
     assert "unfunded: preemptible at any time" in row and "protected until" not in row
 
@@ -88,8 +97,7 @@ def test_running_overview_htmx_poll_gets_the_fragment(client, leader, busy):
     assert "<html" not in page and 'id="overview"' in page
 
 
-def test_running_overview_query_count_does_not_grow_with_jobs(client, leader, cluster,
-                                                             budget_tree):
+def test_running_overview_query_count_does_not_grow_with_jobs(client, leader, cluster, budget_tree):
     client.force_login(leader)
     counts = []
     for n in (3, 27):
@@ -102,25 +110,33 @@ def test_running_overview_query_count_does_not_grow_with_jobs(client, leader, cl
 
 
 # -- operations ---------------------------------------------------------------------------------
-@pytest.mark.parametrize(("persona", "status"), [
-    ("cluster_admin", 200), ("leader", 200), ("manager", 403), ("researcher", 403),
-    ("outsider", 403),
-])
-def test_operations_is_for_cluster_admins_and_leadership(client, personas, cluster, persona,
-                                                         status):
+@pytest.mark.parametrize(
+    ("persona", "status"),
+    [
+        ("cluster_admin", 200),
+        ("leader", 200),
+        ("manager", 403),
+        ("researcher", 403),
+        ("outsider", 403),
+    ],
+)
+def test_operations_is_for_cluster_admins_and_leadership(
+    client, personas, cluster, persona, status
+):
     client.force_login(personas[persona])
     assert client.get(reverse("operations")).status_code == status
 
 
-def test_operations_shows_utilisation_occupancy_preemptions_and_last_pass(client, cluster_admin,
-                                                                          cluster, busy):
+def test_operations_shows_utilisation_occupancy_preemptions_and_last_pass(
+    client, cluster_admin, cluster, busy
+):
     now = timezone.now()
     JobEvent.objects.create(job=busy["waiting"], at=now - timedelta(hours=2), kind="preempted")
     JobEvent.objects.create(job=busy["waiting"], at=now - timedelta(hours=30), kind="preempted")
     Cluster.objects.filter(pk=cluster.pk).update(last_pass_at=now, last_pass_ms=42.4)
     client.force_login(cluster_admin)
     page = client.get(reverse("operations")).content.decode()
-    row = page[page.index(f'id="ops-cluster-{cluster.pk}"'):]
+    row = page[page.index(f'id="ops-cluster-{cluster.pk}"') :]
     row = row[: row.index("</tr>")]
     assert "15 / 16" in row and "94 %" in row
     assert '<td class="num">14</td><td class="num">1</td>' in row  # funded, unfunded GPUs
@@ -130,15 +146,31 @@ def test_operations_shows_utilisation_occupancy_preemptions_and_last_pass(client
 def test_wait_time_percentiles_by_job_size(cluster, researcher, budget_tree):
     now = timezone.now()
     for gpus, wait_min in [(1, 1), (1, 3), (1, 10), (8, 60), (16, 120)]:
-        make_job(researcher, cluster, budget_tree.olmo, state="completed", gpus=gpus,
-                 submitted_at=now - timedelta(hours=5),
-                 first_started_at=now - timedelta(hours=5) + timedelta(minutes=wait_min),
-                 started_at=now - timedelta(hours=1))  # a later restart is not waiting
-    make_job(researcher, cluster, budget_tree.olmo, state="completed", gpus=1,
-             submitted_at=now - timedelta(days=9), first_started_at=now - timedelta(days=8))
+        make_job(
+            researcher,
+            cluster,
+            budget_tree.olmo,
+            state="completed",
+            gpus=gpus,
+            submitted_at=now - timedelta(hours=5),
+            first_started_at=now - timedelta(hours=5) + timedelta(minutes=wait_min),
+            started_at=now - timedelta(hours=1),
+        )  # a later restart is not waiting
+    make_job(
+        researcher,
+        cluster,
+        budget_tree.olmo,
+        state="completed",
+        gpus=1,
+        submitted_at=now - timedelta(days=9),
+        first_started_at=now - timedelta(days=8),
+    )
     waits = {w["label"]: w for w in reports.wait_percentiles(now)}
     assert (waits["1 GPU"]["count"], waits["1 GPU"]["p50_s"], waits["1 GPU"]["p95_s"]) == (
-        3, 180, 600)
+        3,
+        180,
+        600,
+    )
     assert waits["2–8 GPUs"]["p50_s"] == 3600 and waits["9–64 GPUs"]["p95_s"] == 7200
     assert waits["> 64 GPUs"]["count"] == 0 and waits["> 64 GPUs"]["p50_s"] is None
 
@@ -146,11 +178,15 @@ def test_wait_time_percentiles_by_job_size(cluster, researcher, budget_tree):
 def test_drains_in_progress_show_their_drained_by_time(client, cluster_admin, cluster, busy):
     node = cluster.nodes.get(name="jupiter-00")
     Node.objects.filter(pk=node.pk).update(
-        drained=True, drain_reason="fan", drain_requested_by=cluster_admin,
-        drained_by=timezone.now() + timedelta(hours=1))
+        drained=True,
+        drain_reason="fan",
+        drain_requested_by=cluster_admin,
+        drained_by=timezone.now() + timedelta(hours=1),
+    )
     client.force_login(cluster_admin)
-    page = client.get(reverse("operations") + "?part=nodes",
-                      headers={"HX-Request": "true"}).content.decode()
+    page = client.get(
+        reverse("operations") + "?part=nodes", headers={"HX-Request": "true"}
+    ).content.decode()
     assert "<html" not in page and "1 draining" in page and "empty by" in page
     assert "fan — by cluster_admin" in page
 
@@ -176,8 +212,9 @@ def test_cluster_admin_drains_and_undrains_a_node(client, cluster_admin, cluster
 def test_a_drain_without_a_reason_is_refused_in_place(client, cluster_admin, cluster):
     node = cluster.nodes.get(name="jupiter-01")
     client.force_login(cluster_admin)
-    response = client.post(reverse("node-drain", args=[node.pk]), {"action": "drain"},
-                           headers={"HX-Request": "true"})
+    response = client.post(
+        reverse("node-drain", args=[node.pk]), {"action": "drain"}, headers={"HX-Request": "true"}
+    )
     page = response.content.decode()
     node.refresh_from_db()
     assert "<html" not in page and 'id="ops-nodes"' in page
@@ -187,15 +224,18 @@ def test_a_drain_without_a_reason_is_refused_in_place(client, cluster_admin, clu
 def test_leadership_sees_drains_but_gets_no_drain_forms(client, leader, cluster):
     node = cluster.nodes.get(name="jupiter-01")
     client.force_login(leader)
-    assert reverse("node-drain", args=[node.pk]) not in client.get(
-        reverse("operations")).content.decode()
+    assert (
+        reverse("node-drain", args=[node.pk])
+        not in client.get(reverse("operations")).content.decode()
+    )
     assert client.post(reverse("node-drain", args=[node.pk]), {"reason": "x"}).status_code == 403
     node.refresh_from_db()
     assert not node.drained
 
 
-def test_operations_query_count_does_not_grow_with_jobs(client, cluster_admin, cluster,
-                                                        budget_tree):
+def test_operations_query_count_does_not_grow_with_jobs(
+    client, cluster_admin, cluster, budget_tree
+):
     client.force_login(cluster_admin)
     counts = []
     for n in (3, 27):

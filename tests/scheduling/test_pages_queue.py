@@ -13,8 +13,9 @@ pytestmark = pytest.mark.django_db
 QUEUE_PAGE_QUERIES = 10
 
 
-def test_queue_index_lists_clusters_with_busy_and_total_gpus(client, researcher, cluster,
-                                                             budget_tree):
+def test_queue_index_lists_clusters_with_busy_and_total_gpus(
+    client, researcher, cluster, budget_tree
+):
     make_job(researcher, cluster, budget_tree.olmo, state="running", gpus=8)
     make_job(researcher, cluster, budget_tree.olmo, gpus=8)
     make_cluster("saturn", nodes=1)
@@ -28,8 +29,15 @@ def test_queue_index_lists_clusters_with_busy_and_total_gpus(client, researcher,
 def test_cluster_queue_lists_pending_jobs_in_queue_order_with_reason_and_estimate(
     client, researcher, manager, cluster, budget_tree
 ):
-    make_job(researcher, cluster, budget_tree.olmo, name="job-beta", queue_position=2,
-             pending_code="Priority", pending_message="Jobs of better-ranked projects go first.")
+    make_job(
+        researcher,
+        cluster,
+        budget_tree.olmo,
+        name="job-beta",
+        queue_position=2,
+        pending_code="Priority",
+        pending_message="Jobs of better-ranked projects go first.",
+    )
     make_job(manager, cluster, budget_tree.olmo, name="job-alpha", queue_position=1)
     make_job(researcher, cluster, budget_tree.olmo, state="running", name="job-holder")
     client.force_login(researcher)
@@ -84,8 +92,9 @@ def test_every_signed_in_persona_sees_the_queue(client, personas, cluster, perso
 def test_htmx_poll_gets_the_queue_fragment(client, researcher, cluster, budget_tree):
     make_job(researcher, cluster, budget_tree.olmo, name="waiting")
     client.force_login(researcher)
-    page = client.get(reverse("cluster-queue", args=["jupiter"]),
-                      headers={"HX-Request": "true"}).content.decode()
+    page = client.get(
+        reverse("cluster-queue", args=["jupiter"]), headers={"HX-Request": "true"}
+    ).content.decode()
     assert "<html" not in page and 'id="queue"' in page and "waiting" in page
     index = client.get(reverse("queue-index"), headers={"HX-Request": "true"}).content.decode()
     assert "<html" not in index and 'id="clusters"' in index
@@ -93,16 +102,22 @@ def test_htmx_poll_gets_the_queue_fragment(client, researcher, cluster, budget_t
 
 def _queue_queries(client, researcher, cluster, budget_tree, n):
     for i in range(n):
-        make_job(researcher, cluster, budget_tree.olmo if i % 2 else budget_tree.tulu,
-                 queue_position=i + 1, name=f"p{i}")
+        make_job(
+            researcher,
+            cluster,
+            budget_tree.olmo if i % 2 else budget_tree.tulu,
+            queue_position=i + 1,
+            name=f"p{i}",
+        )
         make_job(researcher, cluster, budget_tree.olmo, state="running", name=f"r{i}", gpus=1)
     with CaptureQueriesContext(connection) as queries:
         assert client.get(reverse("cluster-queue", args=["jupiter"])).status_code == 200
     return len(queries)
 
 
-def test_queue_page_query_count_is_pinned(client, researcher, cluster, budget_tree,
-                                          django_assert_num_queries):
+def test_queue_page_query_count_is_pinned(
+    client, researcher, cluster, budget_tree, django_assert_num_queries
+):
     make_job(researcher, cluster, budget_tree.olmo)
     make_job(researcher, cluster, budget_tree.olmo, state="running")
     client.force_login(researcher)
@@ -110,8 +125,9 @@ def test_queue_page_query_count_is_pinned(client, researcher, cluster, budget_tr
         client.get(reverse("cluster-queue", args=["jupiter"]))
 
 
-def test_queue_page_query_count_does_not_grow_with_the_queue(client, researcher, cluster,
-                                                             budget_tree):
+def test_queue_page_query_count_does_not_grow_with_the_queue(
+    client, researcher, cluster, budget_tree
+):
     client.force_login(researcher)
     few = _queue_queries(client, researcher, cluster, budget_tree, 3)
     many = _queue_queries(client, researcher, cluster, budget_tree, 27)

@@ -33,7 +33,9 @@ def worker(postgres, redis_url, tmp_path):
     db = postgres
     env = {
         **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+        "DATABASE_URL": (
+            f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        ),
         "CELERY_BROKER_URL": redis_url,
         "ALLOT_CELERY_QUEUE": queue,
         "ALLOT_VAR_DIR": str(tmp_path / "var"),

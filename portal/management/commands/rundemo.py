@@ -57,7 +57,8 @@ class Command(BaseCommand):
         children = {name: subprocess.Popen(cmd) for name, cmd in commands.items()}
         self.stdout.write(
             self.style.SUCCESS(
-                f"Allot is running at http://{host}:{port}/ — log in as leader, manager, researcher "
+                f"Allot is running at http://{host}:{port}/ — log in as leader, manager, "
+                "researcher "
                 "or admin with password demo. Ctrl-C stops everything."
             )
         )

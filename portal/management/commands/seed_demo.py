@@ -24,7 +24,5 @@ class Command(BaseCommand):
                 if summary:
                     self.stdout.write(summary)
         self.stdout.write(
-            self.style.SUCCESS(
-                "Demo users: leader, manager, researcher, admin — password: demo"
-            )
+            self.style.SUCCESS("Demo users: leader, manager, researcher, admin — password: demo")
         )

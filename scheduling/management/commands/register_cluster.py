@@ -32,6 +32,7 @@ class Command(BaseCommand):
             self.stdout.write(f"{name_}: no longer reported; drained")
         self.stdout.write(
             self.style.SUCCESS(
-                f"cluster {report.cluster.name}: {len(report.nodes)} nodes, {report.total_gpus} GPUs"
+                f"cluster {report.cluster.name}: {len(report.nodes)} nodes, "
+                f"{report.total_gpus} GPUs"
             )
         )
