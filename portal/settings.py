@@ -145,6 +145,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "data_folder_in": str(_BROKER_DIR / "out"),
         "data_folder_out": str(_BROKER_DIR / "out"),
         "processed_folder": str(_BROKER_DIR / "processed"),
+        "control_folder": str(_BROKER_DIR / "control"),  # default is ./control
         "store_processed": False,
     }
     if CELERY_BROKER_URL.startswith("filesystem")

@@ -22,7 +22,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, port, host, **options):
         var = settings.VAR_DIR
-        for sub in ("broker/out", "broker/processed"):
+        for sub in ("broker/out", "broker/processed", "broker/control"):
             (var / sub).mkdir(parents=True, exist_ok=True)
         python = sys.executable
         commands = {
