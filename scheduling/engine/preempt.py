@@ -33,14 +33,29 @@ def is_victim(st: PassState, victim: RunningJob, job: PendingJob, any_rank: bool
     return st.tree.strictly_below(victim.project, job.project)
 
 
+class _Below(dict):
+    """project -> may a funded job of that project (past its protection) yield to the
+    preemptor? Filled on first use: one search asks about the same few projects per node."""
+
+    def __init__(self, st: PassState, preemptor: str):
+        super().__init__()
+        self.below = st.tree.strictly_below
+        self.preemptor = preemptor
+
+    def __missing__(self, project: str) -> bool:
+        hit = self[project] = self.below(project, self.preemptor)
+        return hit
+
+
 def _yieldable(st: PassState, pool: Pool, i: int):
     """Jobs on node i that some waiting job could preempt now (unfunded, or past protection),
-    sorted unfunded first, then largest first; cached until the node changes."""
+    sorted unfunded first, then largest first, with their total GPUs and the GPUs of the
+    unfunded ones; cached until the node changes."""
     cache = st.victim_cache
     key = (id(pool), i)
     hit = cache.get(key)
     if hit is not None and hit[0] == pool.version[i]:
-        return hit[1], hit[2]
+        return hit
     now, running = st.now, st.running
     cands = []
     for jid, used in pool.jobs[i].items():
@@ -49,18 +64,21 @@ def _yieldable(st: PassState, pool: Pool, i: int):
             cands.append((victim.funded, -used, jid, used, victim))
     cands.sort(key=lambda c: c[:3])
     total = sum(c[3] for c in cands)
-    cache[key] = (pool.version[i], cands, total)
-    return cands, total
+    unfunded = sum(c[3] for c in cands if not c[0])
+    hit = cache[key] = (pool.version[i], cands, total, unfunded)
+    return hit
 
 
-def _node_victims(st, pool: Pool, i: int, job: PendingJob, need: int, any_rank: bool):
-    yieldable, total = _yieldable(st, pool, i)
-    if pool.free[i] + total < need:
+def _node_victims(free: int, yieldable: list, need: int, below: _Below | None):
+    """The smallest victim set on one node (``below`` None: the interactive lane, which may
+    displace any unprotected batch work). ``yieldable`` must free enough in total."""
+    if below is None:
+        cands = [c for c in yieldable if not c[0] or c[4].kind != "interactive"]
+    else:
+        cands = [c for c in yieldable if not c[0] or below[c[4].project]]
+    if len(cands) < len(yieldable) and free + sum(c[3] for c in cands) < need:
         return None
-    cands = [c for c in yieldable if is_victim(st, c[4], job, any_rank)]
-    if len(cands) < len(yieldable) and pool.free[i] + sum(c[3] for c in cands) < need:
-        return None
-    chosen, freed = [], pool.free[i]
+    chosen, freed = [], free
     for c in cands:
         if freed >= need:
             break
@@ -70,46 +88,65 @@ def _node_victims(st, pool: Pool, i: int, job: PendingJob, need: int, any_rank: 
         if freed - c[3] >= need:
             chosen.remove(c)
             freed -= c[3]
-    cost = (sum(1 for c in chosen if c[0]), len(chosen), freed - pool.free[i])
+    cost = (sum(1 for c in chosen if c[0]), len(chosen), freed - free)
     return cost, tuple(sorted(c[2] for c in chosen))
 
 
 def find_victims(st: PassState, pool: Pool, job: PendingJob, any_rank: bool = False):
-    """Cheapest (cost, placement, victim ids) in ``pool`` or None."""
-    if not pool.is_multi(job.gpus):
+    """Cheapest (cost, placement, victim ids) in ``pool`` or None.
+
+    Nodes are visited in name order, so a node can only win by a strictly smaller cost; one
+    whose lower bound (a funded victim needed or not, one victim, the missing GPUs freed)
+    already reaches the best cost is skipped without building its victim set."""
+    below = None if any_rank else _Below(st, job.project)
+    gpus = job.gpus
+    drained, held, size, free, names = pool.drained, pool.held, pool.size, pool.free, pool.names
+    if not pool.is_multi(gpus):
         best = None
-        for i in range(len(pool.names)):
-            if pool.drained[i] or i in pool.held or pool.size[i] < job.gpus:
+        best_cost = None
+        for i in range(len(names)):
+            if drained[i] or i in held or size[i] < gpus:
                 continue
-            if pool.free[i] >= job.gpus:
+            f = free[i]
+            if f >= gpus:
                 continue  # find() would have placed it; a held or raced node is not ours
-            found = _node_victims(st, pool, i, job, job.gpus, any_rank)
+            _, yieldable, total, unfunded = _yieldable(st, pool, i)
+            if f + total < gpus:
+                continue
+            if best_cost is not None and (0 if f + unfunded >= gpus else 1, 1, gpus - f) >= (
+                best_cost
+            ):
+                continue
+            found = _node_victims(f, yieldable, gpus, below)
             if found is None:
                 continue
-            key = (found[0], pool.names[i])
-            if best is None or key < best[0]:
-                best = (key, ((i, job.gpus),), found[1])
-                if found[0] == (0, 1, 1):
+            if best_cost is None or found[0] < best_cost:
+                best_cost = found[0]
+                best = (((i, gpus),), found[1])
+                if best_cost == (0, 1, 1):
                     break  # one unfunded 1-GPU victim: nothing can be cheaper (names ascend)
-        return None if best is None else (best[0][0], best[1], best[2])
+        return None if best is None else (best_cost, best[0], best[1])
     options = []
-    for i in range(len(pool.names)):
-        if pool.drained[i] or i in pool.held:
+    for i in range(len(names)):
+        if drained[i] or i in held:
             continue
-        found = _node_victims(st, pool, i, job, pool.size[i], any_rank)
+        _, yieldable, total, _ = _yieldable(st, pool, i)
+        if free[i] + total < size[i]:
+            continue
+        found = _node_victims(free[i], yieldable, size[i], below)
         if found is not None:
-            options.append((found[0], pool.names[i], i, found[1]))
+            options.append((found[0], names[i], i, found[1]))
     options.sort()
-    chosen, victims, left = [], set(), job.gpus
+    chosen, victims, left = [], set(), gpus
     for _cost, _, i, ids in options:
         if left <= 0:
             break
         chosen.append(i)
         victims.update(ids)
-        left -= pool.size[i]
+        left -= size[i]
     if left > 0:
         return None
-    placement = pool.spread(job.gpus, chosen)
+    placement = pool.spread(gpus, chosen)
     if placement is None:
         return None
     funded = sum(1 for v in victims if st.running[v].funded)

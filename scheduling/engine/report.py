@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 from heapq import heappop, heappush
+from itertools import chain
 
 from scheduling.engine.model import Explanation, PendingInfo, PendingJob
 from scheduling.engine.placement import Pool
@@ -73,119 +74,154 @@ def _on_held(job: PendingJob, pools: list[Pool]) -> bool:
 
 
 class _Fluid:
+    """The fluid model of one pool: the clock ``t``, the GPUs ``avail`` at ``t``, and the
+    GPUs that come back later, summed per release time (``at``: time -> GPUs, ``times``: a
+    heap of those times). ``pending_infos`` walks it inline: a job takes its GPUs at the
+    earliest time enough are back (never before ``t``) and returns them after its
+    protection. Summing per time changes nothing: which of several same-time releases is
+    taken first never moves the clock, so only the total at each time matters, and a heap of
+    plain floats is much cheaper than one of (time, GPUs) tuples."""
+
+    __slots__ = ("t", "avail", "times", "at")
+
     def __init__(self, st: PassState, pool: Pool):
-        self.t = st.now
+        now = st.now
+        self.t = now
         self.avail = sum(f for f, d in zip(pool.free, pool.drained, strict=True) if not d)
-        self.heap: list[tuple[float, int]] = []
+        at: dict[float, int] = {}
+        running = st.running
         for i, jobs in enumerate(pool.jobs):
             if pool.drained[i]:
                 continue
             for jid, used in jobs.items():
-                self.heap.append((max(st.now, st.running[jid].protected_until_s), used))
-        heapq.heapify(self.heap)
+                t = running[jid].protected_until_s
+                if t < now:
+                    t = now
+                at[t] = at.get(t, 0) + used
+        self.at = at
+        self.times = list(at)
+        heapq.heapify(self.times)
 
-    def admit(self, gpus: int, hold_s: float, at_least: float | None) -> float | None:
-        now = self.t
-        if at_least is not None and at_least > now:
-            now = at_least
-        avail, heap = self.avail, self.heap
-        while avail < gpus and heap:
-            t, g = heappop(heap)
-            avail += g
-            if t > now:
-                now = t
-        self.t = now
-        if avail < gpus:
-            self.avail = avail
-            return None
-        self.avail = avail - gpus
-        heappush(heap, (now + hold_s, gpus))
-        return now
+
+def _shape_facts(st: PassState, job: PendingJob, by_pool: dict) -> tuple:
+    """What every job of one shape (cluster, GPU type, GPUs, protection terms) shares: its
+    fit code, whether it would fit on held nodes, the fluid that estimates it, its
+    protection, and the lien it needs in each of its pools (in pool order)."""
+    pools = st.pools_for(job)
+    fit = _fit_code(job, pools)
+    pool = next((p for p in pools if p.fits_ever(job.gpus)), None)
+    fluid = None
+    if pool is not None:
+        fluid = by_pool.get(id(pool))
+        if fluid is None:
+            fluid = by_pool[id(pool)] = _Fluid(st, pool)
+    needs = tuple(st.lien(job, p) for p in pools)
+    return fit, _on_held(job, pools), fluid, st.protection(job), needs
 
 
 def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
     """``waiting`` comes in queue order; unfunded jobs are reported behind funded ones.
 
-    One tight loop: this runs for every waiting job on every pass, so per-shape facts (does
-    it fit at all, would it fit on held nodes, which pool estimates it) are cached by the
-    job's (cluster, GPU type, GPUs) and messages by what they say."""
+    One tight loop: this runs for every waiting job on every pass, so everything a job
+    shares with others of its shape (fit, held nodes, fluid, protection, lien per pool) is
+    computed once per shape and messages once per what they say. The per-job work is the
+    code, the position, the fluid step (see ``_Fluid``; its state lives in locals while
+    consecutive jobs share a pool) and the result. Unfunded jobs are set aside and walked
+    after the ``None`` marker, so positions and estimates put them behind the others."""
     st = pass_.st
     funded_fail, holder_of = pass_.funded_fail, pass_.holder_of
-    remaining, known = st.remaining, st.tree.nodes
-    protection, lien = st.protection, st.lien
-    shape: dict = {}  # (cluster, gpu_type, gpus) -> (pools, fit code, on held, fluid)
+    remaining = st.remaining  # keyed by known projects only: unknown ones have nothing left
+    shape: dict = {}
     by_pool: dict[int, _Fluid] = {}
-    first, last = [], []
-    for job in waiting:
-        key = (job.cluster, job.gpu_type, job.gpus)
-        facts = shape.get(key)
-        if facts is None:
-            pools = st.pools_for(job)
-            fit = _fit_code(job, pools)
-            pool = next((p for p in pools if p.fits_ever(job.gpus)), None)
-            fluid = None
-            if pool is not None:
-                fluid = by_pool.get(id(pool))
-                if fluid is None:
-                    fluid = by_pool[id(pool)] = _Fluid(st, pool)
-            facts = shape[key] = (pools, fit, _on_held(job, pools), fluid)
-        pools, fit, on_held, fluid = facts
-        if job.held:
-            code = "Held"
-        elif fit:
-            code = fit
-        else:
-            code = funded_fail.get(job.id)
-            if code is None:  # not visited: the pass stopped early on a saturated cluster
-                left = remaining.get(job.project, 0.0) if job.project in known else 0.0
-                if left <= 0:
-                    code = "Unfunded"
-                elif len(pools) == 1:
-                    code = "Priority" if left >= lien(job, pools[0]) else "Unfunded"
-                else:
-                    code = "Priority" if any(left >= lien(job, p) for p in pools) else "Unfunded"
-            if on_held and code in ("Priority", "Resources") and job.id not in holder_of:
-                code = "Reservation"
-        (last if code == "Unfunded" else first).append((job, code, fluid))
+    last: list[PendingJob] = []
     positions: dict[str, int] = {}
     messages: dict = {}
     out: dict[str, PendingInfo] = {}
     no_estimate = ("Held", "ExceedsCapacity", "Drain")
     priority_message = MESSAGES["Priority"]
     setattr_, new = object.__setattr__, _new
-    for rows in (first, last):
-        for job, code, fluid in rows:
-            key = job.cluster or ""
-            position = positions[key] = positions.get(key, 0) + 1
-            held = holder_of.get(job.id)
-            estimate = None
-            if fluid is not None and code not in no_estimate:
-                estimate = fluid.admit(job.gpus, protection(job), held[1] if held else None)
-            if code == "Priority":
-                message = priority_message
-            else:
-                mkey = (
-                    code,
-                    job.project,
-                    job.gpus,
-                    job.user if code == "InteractiveLimit" else "",
-                    held is not None,
-                )
-                message = messages.get(mkey)
-                if message is None:
-                    message = messages[mkey] = _message(code, job, pass_)
-            info = new(PendingInfo)  # see fast_new: the hot path inlines it
-            setattr_(
-                info,
-                "__dict__",
-                {
-                    "code": code,
-                    "message": message,
-                    "position": position,
-                    "estimated_start_s": estimate,
-                },
+    fluid = f_t = f_avail = f_times = f_at = None
+    behind = False  # walking the unfunded jobs set aside
+    for job in chain(waiting, (None,), last):
+        if job is None:
+            behind = True
+            continue
+        key = (job.cluster, job.gpu_type, job.gpus, job.min_runtime_s, job.kind,
+               job.max_protection_s)  # fmt: skip
+        facts = shape.get(key)
+        if facts is None:
+            facts = shape[key] = _shape_facts(st, job, by_pool)
+        if behind:
+            code = "Unfunded"
+        elif job.held:
+            code = "Held"
+        elif facts[0]:
+            code = facts[0]
+        else:
+            code = funded_fail.get(job.id)
+            if code is None:  # not visited: the pass stopped early on a saturated cluster
+                left = remaining.get(job.project, 0.0)
+                needs = facts[4]
+                if left <= 0:
+                    code = "Unfunded"
+                elif len(needs) == 1:
+                    code = "Priority" if left >= needs[0] else "Unfunded"
+                else:
+                    code = "Priority" if any(left >= n for n in needs) else "Unfunded"
+            if code == "Unfunded":
+                last.append(job)
+                continue
+            if facts[1] and code in ("Priority", "Resources") and job.id not in holder_of:
+                code = "Reservation"
+        ckey = job.cluster or ""
+        position = positions[ckey] = positions.get(ckey, 0) + 1
+        held = holder_of.get(job.id) if holder_of else None
+        estimate = None
+        if facts[2] is not None and code not in no_estimate:  # one step of the fluid model
+            if facts[2] is not fluid:
+                if fluid is not None:
+                    fluid.t, fluid.avail = f_t, f_avail
+                fluid = facts[2]
+                f_t, f_avail, f_times, f_at = fluid.t, fluid.avail, fluid.times, fluid.at
+            now = f_t
+            if held is not None and held[1] > now:
+                now = held[1]
+            gpus = job.gpus
+            while f_avail < gpus and f_times:
+                t = heappop(f_times)
+                f_avail += f_at.pop(t)
+                if t > now:
+                    now = t
+            f_t = now
+            if f_avail >= gpus:
+                f_avail -= gpus
+                t = now + facts[3]
+                if t in f_at:
+                    f_at[t] += gpus
+                else:
+                    f_at[t] = gpus
+                    heappush(f_times, t)
+                estimate = now
+        if code == "Priority":
+            message = priority_message
+        else:
+            mkey = (
+                code,
+                job.project,
+                job.gpus,
+                job.user if code == "InteractiveLimit" else "",
+                held is not None,
             )
-            out[job.id] = info
+            message = messages.get(mkey)
+            if message is None:
+                message = messages[mkey] = _message(code, job, pass_)
+        info = new(PendingInfo)  # see fast_new: the hot path inlines it
+        setattr_(
+            info,
+            "__dict__",
+            {"code": code, "message": message, "position": position, "estimated_start_s": estimate},
+        )
+        out[job.id] = info
     return out
 
 
