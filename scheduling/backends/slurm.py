@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from urllib.parse import quote, unquote
 
 from .base import (
@@ -174,15 +175,22 @@ def _load_json(text: str, what: str) -> dict:
     return data
 
 
+def allot_state(slurm_state: str, fields: dict[str, str]) -> RemoteState:
+    """Slurm's job state → Allot's; a job Allot marked ``preempted=1`` and then cancelled (or
+    requeued and held) was preempted, not stopped by a user."""
+    state = _STATES.get(slurm_state, RemoteState.UNKNOWN)
+    if fields.get("preempted") == "1" and state in {RemoteState.CANCELLED, RemoteState.PENDING}:
+        state = RemoteState.PREEMPTED
+    return state
+
+
 def job_from_json(job: dict, tag: str = "allot") -> RemoteJob | None:
     """One squeue --json job → RemoteJob, or None when it carries no Allot tag."""
     fields = parse_comment(job.get("comment"), tag)
     if fields is None:
         return None
     slurm_state = str(job.get("job_state") or "")
-    state = _STATES.get(slurm_state, RemoteState.UNKNOWN)
-    if fields.get("preempted") == "1" and state in {RemoteState.CANCELLED, RemoteState.PENDING}:
-        state = RemoteState.PREEMPTED  # cancelled or requeued-and-held by Allot itself
+    state = allot_state(slurm_state, fields)
     finished = state not in _ACTIVE
     return RemoteJob(
         job_id=int(fields["job"]),
@@ -214,6 +222,125 @@ def parse_squeue_json(text: str, tag: str = "allot", cluster: str | None = None)
         if job and (cluster is None or job.extra["cluster"] in {cluster, ""}):
             jobs.append(job)
     return jobs
+
+
+def _number(value) -> int | None:
+    """An integer field as v0.0.38 prints it (``3``) or as later versions do
+    (``{"set": true, "infinite": false, "number": 3}``)."""
+    if isinstance(value, dict):
+        return int(value["number"]) if value.get("set") and not value.get("infinite") else None
+    return int(value) if isinstance(value, int | float) else None
+
+
+def _first(value) -> str:
+    """A state that is a string in v0.0.38 and a list of flags later (``["COMPLETED"]``)."""
+    if isinstance(value, list):
+        return str(value[0]) if value else ""
+    return str(value or "")
+
+
+def sacct_exit_code(slurm_state: str, raw: dict | None) -> int | None:
+    """The exit code in a ``sacct --json`` job, or None where the JSON cannot tell.
+
+    Slurm 22.05's dbv0.0.38 printer writes ``{"status": "SUCCESS", "return_code": 0}`` for
+    *every* job that exited, whatever its code (``exit 3`` included: captured in sacct.json);
+    only a signal survives. So "SUCCESS" is trusted for a COMPLETED job (which by definition
+    exited 0) and means "unknown" otherwise; later versions print the real ``return_code``."""
+    raw = raw or {}
+    status = _first(raw.get("status"))
+    signal = (raw.get("signal") or {}).get("signal_id")
+    if status == "SIGNALED" and _number(signal):
+        return 128 + _number(signal)
+    if status == "SUCCESS":  # v0.0.38
+        return 0 if slurm_state == "COMPLETED" else None
+    return _number(raw.get("return_code"))
+
+
+def sacct_job_from_json(job: dict, tag: str = "allot") -> RemoteJob | None:
+    """One ``sacct --json`` job → RemoteJob, or None when it carries no Allot tag. The tag is
+    only there when slurm.conf has ``AccountingStoreFlags=job_comment`` (and, in 22.05, only
+    once the job has ended)."""
+    comment = job.get("comment")
+    if isinstance(comment, dict):
+        comment = comment.get("job")
+    fields = parse_comment(comment, tag)
+    if fields is None:
+        return None
+    raw_state = job.get("state")
+    slurm_state = _first(raw_state.get("current") if isinstance(raw_state, dict) else raw_state)
+    state = allot_state(slurm_state, fields)
+    times = job.get("time") or {}
+    end = _number(times.get("end"))
+    finished = state not in _ACTIVE
+    return RemoteJob(
+        job_id=int(fields["job"]),
+        external_id=str(job["job_id"]),
+        attempt_key=fields["attempt"],
+        state=state,
+        nodes=() if state is RemoteState.PENDING else expand_hostlist(job.get("nodes")),
+        exit_code=sacct_exit_code(slurm_state, job.get("exit_code")) if finished else None,
+        ended_at=float(end) if finished and end else None,
+        extra={
+            "cluster": fields.get("cluster", ""),
+            "comment": comment or "",
+            "slurm_state": slurm_state,
+            "reason": (raw_state or {}).get("reason") if isinstance(raw_state, dict) else "",
+            "partition": job.get("partition") or "",
+            "submit_time": _number(times.get("submission")),
+            "start_time": _number(times.get("start")),
+            "end_time": end if finished else None,
+            "source": "sacct",
+        },
+    )
+
+
+def parse_sacct_json(text: str, tag: str = "allot", cluster: str | None = None) -> list[RemoteJob]:
+    """Every Allot-tagged job in ``sacct --json``, optionally of one Allot cluster.
+
+    sacct keeps one record per run of a Slurm job id: a requeued job appears again, and a
+    controller started cold hands out old ids a second time. Per id and attempt key the latest
+    submission wins; the list is ordered by Slurm id, then submission."""
+    latest: dict[tuple[str, str], RemoteJob] = {}
+    for raw in _load_json(text, "sacct --json").get("jobs", []):
+        job = sacct_job_from_json(raw, tag)
+        if job is None or (cluster is not None and job.extra["cluster"] not in {cluster, ""}):
+            continue
+        key = (job.external_id, job.attempt_key)
+        if key not in latest or (job.extra["submit_time"] or 0) >= (
+            latest[key].extra["submit_time"] or 0
+        ):
+            latest[key] = job
+    return sorted(latest.values(), key=lambda j: (int(j.external_id), j.extra["submit_time"] or 0))
+
+
+def parse_sacct_exit_codes(text: str) -> dict[str, int]:
+    """``sacct -X -n -P -o JobIDRaw,ExitCode`` → {Slurm id: exit code}. ``3:0`` is exit 3;
+    ``0:15`` is signal 15 (shell-style 143). The text form has the code 22.05's JSON loses."""
+    codes = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) < 2 or not parts[0].isdigit():
+            continue
+        code, _, signal = parts[-1].partition(":")
+        if code.isdigit():
+            codes[parts[0]] = 128 + int(signal) if signal.isdigit() and int(signal) else int(code)
+    return codes
+
+
+def merge_accounting(squeue: list[RemoteJob], sacct: list[RemoteJob]) -> list[RemoteJob]:
+    """squeue's jobs, plus the *finished* attempts only sacct still knows (they left squeue
+    after MinJobAge). squeue wins for any attempt key it shows: it is the controller's live
+    view, while slurmdbd may lag. A job sacct calls running but squeue has lost is left out:
+    sacct cannot say how it ended. Of several sacct records for one attempt key (a concurrent
+    retry that ``submit`` cancelled), the lowest Slurm id wins, as in ``submit``."""
+    known = {job.attempt_key for job in squeue}
+    merged = list(squeue)
+    for job in sorted(sacct, key=lambda j: int(j.external_id)):
+        if job.attempt_key in known or job.state in _ACTIVE or job.state is RemoteState.UNKNOWN:
+            continue
+        known.add(job.attempt_key)
+        merged.append(job)
+    return merged
 
 
 def _node_info(name, gres, flags, state, reason, default_type) -> NodeInfo:
@@ -310,9 +437,12 @@ class SlurmBackend(Backend):
     """Options: ``partition``, ``account``, ``qos``, ``preempt_mode`` (cancel|requeue),
     ``command_timeout`` (seconds, 30), ``command_prefix`` (e.g. ``ssh slurm-login``),
     ``slurm_conf`` (SLURM_CONF for the commands), ``gpu_type`` (when Gres has no type),
-    ``tag`` (comment prefix, "allot"), ``output``, ``workdir``, ``tasks_per_node``."""
+    ``tag`` (comment prefix, "allot"), ``output``, ``workdir``, ``tasks_per_node``,
+    ``accounting`` (auto|sacct|none: also read ``sacct`` in ``sync``; ``auto`` finds out with
+    the first call), ``sacct_window_h`` (hours of accounting ``sync`` reads back, 48)."""
 
     name = "slurm"
+    ACCOUNTING_MODES = ("auto", "sacct", "none")
 
     def __init__(self, cluster_name: str, options: dict[str, str] | None = None):
         super().__init__(cluster_name, options)
@@ -320,6 +450,16 @@ class SlurmBackend(Backend):
         if mode not in {"cancel", "requeue"}:
             raise BackendError(f"slurm: preempt_mode must be cancel or requeue, not {mode!r}")
         self.tag = self.options.get("tag", "allot")
+        accounting = self.options.setdefault("accounting", "auto")
+        if accounting not in self.ACCOUNTING_MODES:
+            raise BackendError(f"slurm: accounting must be auto, sacct or none, not {accounting!r}")
+        # None: not known yet (auto, before the first sacct); then True or False for good.
+        self.accounting: bool | None = {"sacct": True, "none": False}.get(accounting)
+        self.accounting_note = ""  # why auto turned accounting off, for logs and the admin
+        try:
+            self.sacct_window_h = max(1, int(self.options.get("sacct_window_h", 48)))
+        except ValueError as exc:
+            raise BackendError("slurm: sacct_window_h must be a whole number of hours") from exc
         env = {"SLURM_CONF": self.options["slurm_conf"]} if self.options.get("slurm_conf") else {}
         self.runner = CommandRunner(
             timeout_s=float(self.options.get("command_timeout", 30)),
@@ -341,7 +481,69 @@ class SlurmBackend(Backend):
         return parse_scontrol_nodes(text, partition, default_type)
 
     def sync(self) -> list[RemoteJob]:
-        return self._jobs()
+        """squeue's jobs and, with accounting, the finished attempts only sacct still knows.
+
+        A finished job leaves squeue after MinJobAge (300 s by default); after a longer outage
+        reconcile would take it for lost and run it again. sacct remembers how it ended. Once
+        accounting is known to be on, an sacct that does not answer makes the whole sync
+        unavailable: a partial answer would requeue jobs that completed."""
+        jobs = self._jobs()
+        finished = self._accounted_jobs()
+        if finished is None:
+            return jobs
+        merged = merge_accounting(jobs, finished)
+        return self._with_exit_codes(merged, len(jobs))
+
+    def _accounted_jobs(self) -> list[RemoteJob] | None:
+        """Allot's jobs in ``sacct --json`` over the window, or None without accounting. In
+        ``auto`` mode a refusal ("Slurm accounting storage is disabled", no ``--json``, no
+        ``sacct`` at all) turns accounting off for this backend: sacct is not asked again."""
+        if self.accounting is False:
+            return None
+        args = ["sacct", "--json", *self._sacct_window()]
+        try:
+            text = self.runner.run(args).stdout
+            jobs = parse_sacct_json(text, self.tag, self.cluster_name)
+        except BackendUnavailable as exc:
+            if self.accounting is None and "command not found" in str(exc):
+                return self._accounting_off(exc)
+            raise
+        except BackendError as exc:
+            if self.accounting is None:
+                return self._accounting_off(exc)
+            raise
+        self.accounting = True
+        return jobs
+
+    def _accounting_off(self, why: Exception) -> None:
+        self.accounting = False
+        self.accounting_note = str(why)
+        return None
+
+    def _sacct_window(self) -> list[str]:
+        return [f"--starttime=now-{self.sacct_window_h}hours", "--endtime=now"]
+
+    def _with_exit_codes(self, jobs: list[RemoteJob], first_sacct: int) -> list[RemoteJob]:
+        """Slurm 22.05's JSON loses a failed job's exit code (see ``sacct_exit_code``); ask the
+        text form for those few jobs, the ones only sacct knows. Best effort: the state is
+        already right without it."""
+        head, tail = jobs[:first_sacct], jobs[first_sacct:]
+        failed = RemoteState.FAILED
+        need = [j.external_id for j in tail if j.exit_code is None and j.state is failed]
+        if not need:
+            return jobs
+        args = ["sacct", "-X", "-n", "-P", "-o", "JobIDRaw,ExitCode", *self._sacct_window()]
+        args.append("--jobs=" + ",".join(need))
+        try:
+            codes = parse_sacct_exit_codes(self.runner.run(args, check=False).stdout)
+        except BackendUnavailable:
+            return jobs
+        return head + [
+            replace(j, exit_code=codes[j.external_id])
+            if j.external_id in need and j.external_id in codes
+            else j
+            for j in tail
+        ]
 
     def _jobs(self) -> list[RemoteJob]:
         text = self.runner.run(["squeue", "--json"]).stdout

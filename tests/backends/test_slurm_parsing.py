@@ -1,6 +1,7 @@
 """The Slurm parsers, round-trip on output captured from the real harness
 (tests/backends/fixtures/slurm/capture.sh regenerates it). No Slurm needed."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,10 +13,13 @@ from scheduling.backends.slurm import (
     format_comment,
     parse_comment,
     parse_gres_gpus,
+    parse_sacct_exit_codes,
+    parse_sacct_json,
     parse_sbatch_parsable,
     parse_scontrol_nodes,
     parse_sinfo_json,
     parse_squeue_json,
+    sacct_exit_code,
     sbatch_args,
     slurm_duration,
 )
@@ -215,3 +219,89 @@ def test_finished_jobs_carry_their_end_time_so_they_are_charged_to_it():
     jobs = jobs_by_allot_id()
     assert jobs[104].ended_at == 1795954526.0
     assert jobs[101].ended_at is None  # a running job's end_time is only Slurm's time limit
+
+
+# --- sacct --json (captured with accounting on: capture.sh accounting) -----------------------
+
+
+def sacct_by_attempt(cluster="allot-test"):
+    return {
+        job.attempt_key: job for job in parse_sacct_json(fixture("sacct.json"), cluster=cluster)
+    }
+
+
+def test_sacct_json_yields_the_finished_allot_jobs_of_this_cluster_with_their_states():
+    jobs = sacct_by_attempt()
+    # 201-1 was still running: 22.05 stores the comment (the tag) only when a job ends.
+    # 1-1 is a job 1 from before a cold restart of slurmctld, which handed id 1 out again.
+    assert sorted(jobs) == ["1-1", "202:1", "203-1", "204-1", "205-1"]
+    assert jobs["202:1"].state is RemoteState.COMPLETED
+    assert jobs["203-1"].state is RemoteState.FAILED
+    assert jobs["204-1"].state is RemoteState.CANCELLED  # a user's scancel
+    assert jobs["205-1"].state is RemoteState.PREEMPTED  # Allot's, marked preempted=1
+    assert jobs["202:1"].job_id == 202 and jobs["202:1"].external_id == "2"
+    assert jobs["203-1"].nodes == ("node2",)
+    assert jobs["202:1"].extra["source"] == "sacct"
+
+
+def test_sacct_json_gives_end_times_and_the_exit_codes_its_json_can_tell():
+    jobs = sacct_by_attempt()
+    assert jobs["202:1"].ended_at == 1795957277.0
+    assert jobs["204-1"].ended_at == 1795957276.0
+    assert jobs["202:1"].exit_code == 0
+    assert jobs["203-1"].exit_code is None  # exited 3, but 22.05's JSON prints SUCCESS/0
+
+
+def test_sacct_json_filters_by_cluster_and_tag():
+    assert sorted(sacct_by_attempt("other")) == ["206-1"]
+    every = {job.attempt_key for job in parse_sacct_json(fixture("sacct.json"))}
+    assert every == {"1-1", "202:1", "203-1", "204-1", "205-1", "206-1"}
+    assert parse_sacct_json(fixture("sacct.json"), tag="allot-staging") == []
+
+
+def test_sacct_json_keeps_the_latest_record_of_a_requeued_slurm_job():
+    record = {
+        "job_id": 8,
+        "comment": {"job": "allot:cluster=c:job=8:attempt=8-1"},
+        "state": {"current": "PREEMPTED"},
+        "time": {"submission": 100, "end": 150},
+        "nodes": "node1",
+        "exit_code": {"status": "SIGNALED", "signal": {"signal_id": 15}},
+    }
+    again = {
+        **record,
+        "state": {"current": "COMPLETED"},
+        "time": {"submission": 200, "end": 300},
+        "exit_code": {"status": "SUCCESS", "return_code": 0},
+    }
+    text = json.dumps({"errors": [], "jobs": [record, again]})
+    (job,) = parse_sacct_json(text)
+    assert (job.state, job.ended_at, job.exit_code) == (RemoteState.COMPLETED, 300.0, 0)
+
+
+@pytest.mark.parametrize(
+    "state, raw, code",
+    [
+        ("COMPLETED", {"status": "SUCCESS", "return_code": 0}, 0),
+        ("FAILED", {"status": "SUCCESS", "return_code": 0}, None),  # 22.05 lost the code
+        ("CANCELLED", {"status": "SIGNALED", "signal": {"signal_id": 9}}, 137),
+        # the shape of later Slurm versions (v0.0.39+)
+        ("FAILED", {"status": ["EXITED"], "return_code": {"set": True, "number": 3}}, 3),
+        ("FAILED", {"status": ["EXITED"], "return_code": {"set": False, "number": 0}}, None),
+        ("FAILED", None, None),
+    ],
+)
+def test_sacct_exit_codes_read_every_shape_and_never_invent_a_zero(state, raw, code):
+    assert sacct_exit_code(state, raw) == code
+
+
+def test_sacct_text_gives_the_exit_codes_the_json_lost():
+    codes = parse_sacct_exit_codes(fixture("sacct_exit_codes.txt"))
+    assert codes["3"] == 3 and codes["2"] == 0
+    assert parse_sacct_exit_codes("12|0:15\nnot a line\n") == {"12": 143}
+
+
+def test_sacct_with_accounting_disabled_is_a_refusal_not_json():
+    assert fixture("sacct_disabled.txt").strip() == "Slurm accounting storage is disabled"
+    with pytest.raises(BackendError, match="did not print JSON"):
+        parse_sacct_json(fixture("sacct_disabled.txt"))
