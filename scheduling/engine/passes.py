@@ -22,6 +22,8 @@ preemption or reservations: the greedy queue a lab runs without Allot.
 
 from __future__ import annotations
 
+import gc
+
 from scheduling.engine.model import (
     Decisions,
     HeldReservation,
@@ -96,7 +98,7 @@ class Pass:
         st = self.st
         self.drains()
         self.approved_reservations()
-        queue = sorted((j for j in st.snap.pending if not j.held), key=st.sort_key())
+        queue = st.queue(j for j in st.snap.pending if not j.held)
         lane = st.policy.interactive_pool_gpus
         interactive = [j for j in queue if j.kind == "interactive"] if self.fairshare else []
         deferred: list[PendingJob] = []
@@ -346,5 +348,16 @@ class Pass:
 
 
 def run_pass(snapshot: Snapshot, details: bool = True) -> Decisions:
-    """``details=False`` skips pending reasons and explanations (the simulator's fast path)."""
-    return Pass(snapshot, details).run()
+    """``details=False`` skips pending reasons and explanations (the simulator's fast path).
+
+    The cyclic garbage collector is paused for the pass (and resumed after, if it was on): a
+    pass allocates some 10^5 short-lived objects and makes no reference cycles, so the
+    collections it would trigger find nothing, yet one of them walks every object of the
+    snapshot (about 15 % of a 10,000-job pass). Reference counting still frees everything."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return Pass(snapshot, details).run()
+    finally:
+        if enabled:
+            gc.enable()

@@ -153,48 +153,49 @@ def find_victims(st: PassState, pool: Pool, job: PendingJob, any_rank: bool = Fa
     return (funded, len(victims), 0), placement, tuple(sorted(victims))
 
 
-def _release_time(st: PassState, victim: RunningJob, job: PendingJob) -> float:
+def _release_time(now: float, victim: RunningJob, below: _Below) -> float:
     if not victim.funded:
-        return st.now
-    if st.tree.strictly_below(victim.project, job.project):
-        return max(st.now, victim.protected_until_s)
+        return now
+    if below[victim.project]:
+        return max(now, victim.protected_until_s)
     return INF  # it never has to yield to this job; its end is unknown
 
 
 def earliest_nodes(st: PassState, pool: Pool, job: PendingJob):
     """The nodes that free up soonest for ``job`` (protection ends are known): returns
     (start_s, node indexes) or None when no known time frees enough of this pool."""
-    if not pool.is_multi(job.gpus):
+    now, running, below, gpus = st.now, st.running, _Below(st, job.project), job.gpus
+    drained, held, size, free, jobs = pool.drained, pool.held, pool.size, pool.free, pool.jobs
+    if not pool.is_multi(gpus):
         best = None
         for i in range(len(pool.names)):
-            if pool.drained[i] or i in pool.held or pool.size[i] < job.gpus:
+            if drained[i] or i in held or size[i] < gpus:
                 continue
-            t = st.now
-            if pool.free[i] < job.gpus:
-                free, t = pool.free[i], INF
+            t = now
+            if free[i] < gpus:
+                got, t = free[i], INF
                 for rt, used in sorted(
-                    (_release_time(st, st.running[j], job), used)
-                    for j, used in pool.jobs[i].items()
+                    (_release_time(now, running[j], below), used) for j, used in jobs[i].items()
                 ):
-                    free += used
-                    if free >= job.gpus:
+                    got += used
+                    if got >= gpus:
                         t = rt
                         break
                 if t == INF:
                     continue
-            key = (t, pool.free[i], i)
+            key = (t, free[i], i)
             if best is None or key < best:
                 best = key
         return None if best is None else (best[0], (best[2],))
     whole = []
     for i in range(len(pool.names)):
-        if pool.drained[i] or i in pool.held:
+        if drained[i] or i in held:
             continue
-        t = max((_release_time(st, st.running[j], job) for j in pool.jobs[i]), default=st.now)
+        t = max((_release_time(now, running[j], below) for j in jobs[i]), default=now)
         if t < INF:
-            whole.append((t, -pool.size[i], i))
+            whole.append((t, -size[i], i))
     whole.sort()
-    chosen, left, start = [], job.gpus, st.now
+    chosen, left, start = [], gpus, now
     for t, neg_size, i in whole:
         if left <= 0:
             break

@@ -268,11 +268,11 @@ def explanations(st: PassState) -> dict[str, Explanation]:
         for name, d in zip(pool.names, pool.drained, strict=True)
         if d
     }
-    node_at, now, new, setattr_ = st.node_at, st.now, _new, object.__setattr__
-    for jid in sorted(st.running):
-        job = st.running[jid]
-        at = node_at.get(job.nodes[0][0]) if job.nodes else None
-        cost = st.cost(at[0].gpu_type) if at else 1.0
+    node_cost = {name: st.cost(pool.gpu_type) for pool in st.pools.values() for name in pool.names}
+    now, new, setattr_, running = st.now, _new, object.__setattr__, st.running
+    for jid in sorted(running):
+        job = running[jid]
+        cost = node_cost.get(job.nodes[0][0], 1.0) if job.nodes else 1.0
         drained = None
         if drained_nodes:
             drained = next((n for n, _ in job.nodes if n in drained_nodes), None)
