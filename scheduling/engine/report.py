@@ -242,8 +242,12 @@ def _preemptible_by(st: PassState, job, drained: str | None, cache: dict) -> str
         if node is None:
             break
         parent = tree.nodes.get(node.parent) if node.parent else None
-        siblings = parent.children if parent else tree.top
-        above += [s.path for s in siblings if s.lfs > node.lfs]
+        siblings = parent.children if parent else tree.top  # by LFS, highest first
+        lfs = node.lfs
+        for s in siblings:  # those above form a prefix
+            if not s.lfs > lfs or len(above) == 3:  # the sentence names three
+                break
+            above.append(s.path)
     who = (
         "a waiting funded job whose project ranks above "
         f"{job.project} at the first level where their paths differ"
