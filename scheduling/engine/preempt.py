@@ -47,15 +47,11 @@ class _Below(dict):
         return hit
 
 
-def _yieldable(st: PassState, pool: Pool, i: int):
+def _yieldable(st: PassState, pool: Pool, i: int, cache: list):
     """Jobs on node i that some waiting job could preempt now (unfunded, or past protection),
     sorted unfunded first, then largest first, with their total GPUs and the GPUs of the
-    unfunded ones; cached until the node changes."""
-    cache = st.victim_cache
-    key = (id(pool), i)
-    hit = cache.get(key)
-    if hit is not None and hit[0] == pool.version[i]:
-        return hit
+    unfunded ones. ``cache`` is the pool's list (``_cache_of``): the caller reuses an entry
+    while its version matches the node's."""
     now, running = st.now, st.running
     cands = []
     for jid, used in pool.jobs[i].items():
@@ -65,8 +61,15 @@ def _yieldable(st: PassState, pool: Pool, i: int):
     cands.sort(key=lambda c: c[:3])
     total = sum(c[3] for c in cands)
     unfunded = sum(c[3] for c in cands if not c[0])
-    hit = cache[key] = (pool.version[i], cands, total, unfunded)
+    hit = cache[i] = (pool.version[i], cands, total, unfunded)
     return hit
+
+
+def _cache_of(st: PassState, pool: Pool) -> list:
+    cache = st.victim_cache.get(id(pool))
+    if cache is None:
+        cache = st.victim_cache[id(pool)] = [None] * len(pool.names)
+    return cache
 
 
 def _node_victims(free: int, yieldable: list, need: int, below: _Below | None):
@@ -101,6 +104,7 @@ def find_victims(st: PassState, pool: Pool, job: PendingJob, any_rank: bool = Fa
     below = None if any_rank else _Below(st, job.project)
     gpus = job.gpus
     drained, held, size, free, names = pool.drained, pool.held, pool.size, pool.free, pool.names
+    cache, version = _cache_of(st, pool), pool.version
     if not pool.is_multi(gpus):
         best = None
         best_cost = None
@@ -110,7 +114,10 @@ def find_victims(st: PassState, pool: Pool, job: PendingJob, any_rank: bool = Fa
             f = free[i]
             if f >= gpus:
                 continue  # find() would have placed it; a held or raced node is not ours
-            _, yieldable, total, unfunded = _yieldable(st, pool, i)
+            hit = cache[i]
+            if hit is None or hit[0] != version[i]:
+                hit = _yieldable(st, pool, i, cache)
+            _, yieldable, total, unfunded = hit
             if f + total < gpus:
                 continue
             if best_cost is not None and (0 if f + unfunded >= gpus else 1, 1, gpus - f) >= (
@@ -130,7 +137,10 @@ def find_victims(st: PassState, pool: Pool, job: PendingJob, any_rank: bool = Fa
     for i in range(len(names)):
         if drained[i] or i in held:
             continue
-        _, yieldable, total, _ = _yieldable(st, pool, i)
+        hit = cache[i]
+        if hit is None or hit[0] != version[i]:
+            hit = _yieldable(st, pool, i, cache)
+        _, yieldable, total, _ = hit
         if free[i] + total < size[i]:
             continue
         found = _node_victims(free[i], yieldable, size[i], below)
@@ -174,9 +184,18 @@ def earliest_nodes(st: PassState, pool: Pool, job: PendingJob):
             t = now
             if free[i] < gpus:
                 got, t = free[i], INF
-                for rt, used in sorted(
-                    (_release_time(now, running[j], below), used) for j, used in jobs[i].items()
-                ):
+                releases = []
+                for j, used in jobs[i].items():
+                    v = running[j]  # _release_time, inlined
+                    if not v.funded:
+                        releases.append((now, used))
+                    elif below[v.project]:
+                        p = v.protected_until_s
+                        releases.append((p if p > now else now, used))
+                    else:
+                        releases.append((INF, used))
+                releases.sort()
+                for rt, used in releases:
                     got += used
                     if got >= gpus:
                         t = rt
