@@ -88,6 +88,17 @@ def synthetic_snapshot(pending: int, running: int, nodes: int, seed: int = 7) ->
     return Snapshot(now, node_list, tuple(budgets), tuple(run), pend, {"H100": 1.0}, usage)
 
 
+def reference_work(n: int = 10_000) -> int:
+    """A fixed pure-Python workload (build, sort and index tuples), independent of the
+    engine: timed next to each pass with ``--baseline``, it measures how fast the machine is
+    right now, so ``ratio`` compares runs taken under different loads or on other machines."""
+    rng = random.Random(1)
+    rows = [(rng.random(), f"job-{i}", i) for i in range(n)]
+    rows.sort()
+    index = {r[1]: r for r in rows}
+    return sum(r[2] for r in index.values())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pending", type=int, default=10_000)
@@ -97,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", default="fairshare")
     ap.add_argument("--json", action="store_true", help="print one JSON line")
     ap.add_argument("--profile", action="store_true", help="print a cProfile of one pass")
+    ap.add_argument(
+        "--baseline",
+        action="store_true",
+        help="time a fixed reference workload next to each pass; report baseline_ms and ratio",
+    )
     args = ap.parse_args(argv)
     snap = synthetic_snapshot(args.pending, args.running, args.nodes)
     if args.policy != "fairshare":
@@ -111,12 +127,16 @@ def main(argv: list[str] | None = None) -> int:
         pstats.Stats("/tmp/p").sort_stats("cumulative").print_stats(25)
         return 0
     decisions = schedule(snap)
-    times, cpu = [], []
+    times, cpu, base = [], [], []
     for _ in range(args.repeat):
         t0, c0 = time.perf_counter(), time.process_time()
         schedule(snap)
         times.append((time.perf_counter() - t0) * 1000)
         cpu.append((time.process_time() - c0) * 1000)
+        if args.baseline:
+            t0 = time.perf_counter()
+            reference_work()
+            base.append((time.perf_counter() - t0) * 1000)
     result = {
         "pending": args.pending,
         "running": len(snap.running),
@@ -131,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         "starts": len(decisions.starts),
         "preemptions": len(decisions.preemptions),
     }
+    if args.baseline:
+        result["baseline_ms"] = round(statistics.median(base), 2)
+        result["ratio"] = round(statistics.median(times) / statistics.median(base), 3)
     if args.json:
         print(json.dumps(result))
     else:
