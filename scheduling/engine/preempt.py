@@ -54,13 +54,18 @@ def _yieldable(st: PassState, pool: Pool, i: int, cache: list):
     while its version matches the node's."""
     now, running = st.now, st.running
     cands = []
+    total = unfunded = 0
     for jid, used in pool.jobs[i].items():
         victim = running[jid]
-        if not victim.funded or now >= victim.protected_until_s:
-            cands.append((victim.funded, -used, jid, used, victim))
-    cands.sort(key=lambda c: c[:3])
-    total = sum(c[3] for c in cands)
-    unfunded = sum(c[3] for c in cands if not c[0])
+        if not victim.funded:
+            cands.append((False, -used, jid, used, victim))
+            unfunded += used
+        elif now >= victim.protected_until_s:
+            cands.append((True, -used, jid, used, victim))
+        else:
+            continue
+        total += used
+    cands.sort()  # by (funded, -used, id): ids are unique on a node, so never by the job
     hit = cache[i] = (pool.version[i], cands, total, unfunded)
     return hit
 
@@ -163,17 +168,13 @@ def find_victims(st: PassState, pool: Pool, job: PendingJob, any_rank: bool = Fa
     return (funded, len(victims), 0), placement, tuple(sorted(victims))
 
 
-def _release_time(now: float, victim: RunningJob, below: _Below) -> float:
-    if not victim.funded:
-        return now
-    if below[victim.project]:
-        return max(now, victim.protected_until_s)
-    return INF  # it never has to yield to this job; its end is unknown
-
-
 def earliest_nodes(st: PassState, pool: Pool, job: PendingJob):
     """The nodes that free up soonest for ``job`` (protection ends are known): returns
-    (start_s, node indexes) or None when no known time frees enough of this pool."""
+    (start_s, node indexes) or None when no known time frees enough of this pool.
+
+    A running job's release time for ``job``: now if it is unfunded; the end of its
+    protection if it ranks strictly below ``job``; never (infinity) otherwise, since it
+    need not yield and its end is unknown."""
     now, running, below, gpus = st.now, st.running, _Below(st, job.project), job.gpus
     drained, held, size, free, jobs = pool.drained, pool.held, pool.size, pool.free, pool.jobs
     if not pool.is_multi(gpus):
@@ -186,7 +187,7 @@ def earliest_nodes(st: PassState, pool: Pool, job: PendingJob):
                 got, t = free[i], INF
                 releases = []
                 for j, used in jobs[i].items():
-                    v = running[j]  # _release_time, inlined
+                    v = running[j]  # its release time
                     if not v.funded:
                         releases.append((now, used))
                     elif below[v.project]:
@@ -210,7 +211,15 @@ def earliest_nodes(st: PassState, pool: Pool, job: PendingJob):
     for i in range(len(pool.names)):
         if drained[i] or i in held:
             continue
-        t = max((_release_time(now, running[j], below) for j in jobs[i]), default=now)
+        t = now  # the latest release time on the node
+        for j in jobs[i]:
+            v = running[j]
+            if v.funded:
+                if not below[v.project]:
+                    t = INF
+                    break
+                if v.protected_until_s > t:
+                    t = v.protected_until_s
         if t < INF:
             whole.append((t, -size[i], i))
     whole.sort()

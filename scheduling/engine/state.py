@@ -34,8 +34,20 @@ class PassState:
         self.running: dict[str, RunningJob] = {}
         self.interactive_by_user: dict[str, int] = {}
         self.interactive_gpus: dict[str, int] = {}
-        for job in snap.running:
-            self.add_running(job)
+        node_at, by_user, by_cluster = self.node_at, self.interactive_by_user, self.interactive_gpus
+        for job in snap.running:  # its GPUs taken from its nodes
+            self.running[job.id] = job
+            for name, gpus in job.nodes:
+                at = node_at.get(name)
+                if at is not None:
+                    pool, i = at
+                    pool.free[i] -= gpus
+                    on = pool.jobs[i]
+                    on[job.id] = on.get(job.id, 0) + gpus
+            if job.kind == "interactive":
+                by_user[job.user] = by_user.get(job.user, 0) + 1
+                cluster = self.cluster_of(job)
+                by_cluster[cluster] = by_cluster.get(cluster, 0) + job.gpus
         for pool in self.pools.values():
             pool.index()
         self._prot: dict[tuple, float] = {}
@@ -43,19 +55,6 @@ class PassState:
         self._rank_of = {path: n.rank for path, n in self.tree.nodes.items()}
         self._user_usage = snap.user_usage_gpu_s
         self._pool_cache: dict[tuple[str | None, str | None], list[Pool]] = {}
-
-    def add_running(self, job: RunningJob) -> None:
-        self.running[job.id] = job
-        for name, gpus in job.nodes:
-            at = self.node_at.get(name)
-            if at is not None:
-                pool, i = at
-                pool.free[i] -= gpus
-                pool.jobs[i][job.id] = pool.jobs[i].get(job.id, 0) + gpus
-        if job.kind == "interactive":
-            self.interactive_by_user[job.user] = self.interactive_by_user.get(job.user, 0) + 1
-            cluster = self.cluster_of(job)
-            self.interactive_gpus[cluster] = self.interactive_gpus.get(cluster, 0) + job.gpus
 
     def cluster_of(self, job: RunningJob) -> str:
         at = self.node_at.get(job.nodes[0][0]) if job.nodes else None
