@@ -103,10 +103,11 @@ class _Fluid:
         heapq.heapify(self.times)
 
 
-def _shape_facts(st: PassState, job: PendingJob, by_pool: dict) -> tuple:
+def _shape_facts(st: PassState, job: PendingJob, by_pool: dict, counters: dict) -> tuple:
     """What every job of one shape (cluster, GPU type, GPUs, protection terms) shares: its
     fit code, whether it would fit on held nodes, the fluid that estimates it, its
-    protection, and the lien it needs in each of its pools (in pool order)."""
+    protection, the lien it needs in each of its pools (in pool order), and the position
+    counter of its cluster's queue (a one-element list shared by the cluster's shapes)."""
     pools = st.pools_for(job)
     fit = _fit_code(job, pools)
     pool = next((p for p in pools if p.fits_ever(job.gpus)), None)
@@ -116,7 +117,8 @@ def _shape_facts(st: PassState, job: PendingJob, by_pool: dict) -> tuple:
         if fluid is None:
             fluid = by_pool[id(pool)] = _Fluid(st, pool)
     needs = tuple(st.lien(job, p) for p in pools)
-    return fit, _on_held(job, pools), fluid, st.protection(job), needs
+    counter = counters.setdefault(job.cluster or "", [0])
+    return fit, _on_held(job, pools), fluid, st.protection(job), needs, counter
 
 
 def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
@@ -134,7 +136,7 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
     shape: dict = {}
     by_pool: dict[int, _Fluid] = {}
     last: list[PendingJob] = []
-    positions: dict[str, int] = {}
+    counters: dict[str, list[int]] = {}  # cluster ('' for none) -> [last position]
     messages: dict = {}
     out: dict[str, PendingInfo] = {}
     no_estimate = ("Held", "ExceedsCapacity", "Drain")
@@ -150,7 +152,7 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
                job.max_protection_s)  # fmt: skip
         facts = shape.get(key)
         if facts is None:
-            facts = shape[key] = _shape_facts(st, job, by_pool)
+            facts = shape[key] = _shape_facts(st, job, by_pool, counters)
         if behind:
             code = "Unfunded"
         elif job.held:
@@ -173,8 +175,8 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
                 continue
             if facts[1] and code in ("Priority", "Resources") and job.id not in holder_of:
                 code = "Reservation"
-        ckey = job.cluster or ""
-        position = positions[ckey] = positions.get(ckey, 0) + 1
+        counter = facts[5]
+        position = counter[0] = counter[0] + 1
         held = holder_of.get(job.id) if holder_of else None
         estimate = None
         if facts[2] is not None and code not in no_estimate:  # one step of the fluid model
