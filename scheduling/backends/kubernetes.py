@@ -17,16 +17,14 @@ and attempt key, so a second create answers 409 and the adapter picks up the exi
 instead of launching twice; a crash between create and unsuspend is finished by the retry.
 
 The official ``kubernetes`` client does transport, auth and kubeconfig parsing; responses are
-read as plain JSON (``_preload_content=False``) so the mapping below works on the API's own
+read as plain JSON (``_preload_content=False``) so the mapping (kubernetes_objects.py) works on the API's own
 field names and is testable without model objects. The adapter fails fast (no retries, a short
 timeout): backoff belongs to the caller, which must not stall a scheduling pass on an outage.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
@@ -43,18 +41,26 @@ from .base import (
     RemoteJob,
     RemoteState,
 )
-
-LABEL_JOB = "allot.dev/job-id"
-LABEL_ATTEMPT = "allot.dev/attempt"
-LABEL_CLUSTER = "allot.dev/cluster"
-ANN_ATTEMPT_KEY = "allot.dev/attempt-key"
-ANN_PROJECT = "allot.dev/project"
-ANN_USER = "allot.dev/user"
-ANN_NAME = "allot.dev/name"
-ANN_PREEMPTED = "allot.dev/preempted-at"
-ANN_DRAIN_REASON = "allot.dev/drain-reason"
-HOSTNAME = "kubernetes.io/hostname"
-MERGE_PATCH = "application/merge-patch+json"
+from .kubernetes_objects import (  # noqa: F401 - part of this module's API
+    ANN_ATTEMPT_KEY,
+    ANN_DRAIN_REASON,
+    ANN_NAME,
+    ANN_PREEMPTED,
+    ANN_PROJECT,
+    ANN_USER,
+    HOSTNAME,
+    LABEL_ATTEMPT,
+    LABEL_CLUSTER,
+    LABEL_JOB,
+    MERGE_PATCH,
+    _condition,
+    _exit_code,
+    job_manifest,
+    job_name,
+    label_value,
+    node_info,
+    remote_job,
+)
 
 
 class KubernetesRefusal(BackendError):
@@ -63,207 +69,6 @@ class KubernetesRefusal(BackendError):
     def __init__(self, message: str, status: int):
         super().__init__(message)
         self.status = status
-
-
-def label_value(text: str) -> str:
-    """A valid label value (<= 63 chars, alphanumeric ends, ``-_.`` inside) that stays
-    unique: when the text had to be changed, a short hash of the original is appended."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-_.")
-    if safe == text and len(safe) <= 63:
-        return safe
-    digest = hashlib.sha1(text.encode()).hexdigest()[:8]
-    return f"{safe[:54].rstrip('-_.')}-{digest}".lstrip("-")
-
-
-def job_name(job_id: int, attempt_key: str) -> str:
-    """A DNS-1123 label (Job names become pod labels, so 63 characters at most), the same
-    for the same attempt so a retried create collides instead of duplicating."""
-    slug = re.sub(r"[^a-z0-9-]+", "-", attempt_key.lower()).strip("-")
-    name = f"allot-{job_id}-{slug}".rstrip("-")
-    if slug == attempt_key and len(name) <= 63:
-        return name
-    digest = hashlib.sha1(attempt_key.encode()).hexdigest()[:8]
-    return f"{name[:54].rstrip('-')}-{digest}"
-
-
-def job_manifest(
-    spec: LaunchSpec, cluster_name: str, namespace: str, image: str, gpu_resource: str
-) -> dict:
-    """The batch/v1 Job for one start, created suspended."""
-    labels = {
-        LABEL_JOB: str(spec.job_id),
-        LABEL_ATTEMPT: label_value(spec.attempt_key),
-        LABEL_CLUSTER: label_value(cluster_name),
-        "app.kubernetes.io/managed-by": "allot",
-    }
-    annotations = {
-        ANN_ATTEMPT_KEY: spec.attempt_key,
-        ANN_PROJECT: spec.project,
-        ANN_USER: spec.user,
-        ANN_NAME: spec.name,
-    }
-    count = max(len(spec.nodes), 1)
-    resources = {}
-    tolerations = []
-    if spec.gpus_per_node:
-        quantity = {gpu_resource: str(spec.gpus_per_node)}
-        resources = {"requests": dict(quantity), "limits": dict(quantity)}
-        # GPU nodes are commonly tainted so that only GPU work lands there.
-        tolerations = [{"key": gpu_resource, "operator": "Exists", "effect": "NoSchedule"}]
-    affinity: dict = {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": HOSTNAME, "operator": "In", "values": list(spec.nodes)}
-                        ]
-                    }
-                ]
-            }
-        }
-    }
-    name = job_name(spec.job_id, spec.attempt_key)
-    if count > 1:  # one pod per chosen node, not two pods sharing one node's GPUs
-        affinity["podAntiAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {
-                    "labelSelector": {
-                        "matchLabels": {
-                            LABEL_ATTEMPT: labels[LABEL_ATTEMPT],
-                            LABEL_JOB: labels[LABEL_JOB],
-                        }
-                    },
-                    "topologyKey": HOSTNAME,
-                }
-            ]
-        }
-    env = [
-        {"name": "ALLOT_JOB_ID", "value": str(spec.job_id)},
-        {"name": "ALLOT_ATTEMPT", "value": spec.attempt_key},
-        {"name": "ALLOT_NODES", "value": ",".join(spec.nodes)},
-        {"name": "ALLOT_NUM_NODES", "value": str(count)},
-    ]
-    job_spec: dict = {
-        "suspend": True,
-        "parallelism": count,
-        "completions": count,
-        "completionMode": "Indexed",  # each pod gets JOB_COMPLETION_INDEX as its rank
-        "backoffLimit": 0,  # Allot decides about retries, not the Job controller
-        "template": {
-            "metadata": {"labels": dict(labels), "annotations": dict(annotations)},
-            "spec": {
-                "restartPolicy": "Never",
-                "affinity": affinity,
-                "tolerations": tolerations,
-                "containers": [
-                    {
-                        "name": "job",
-                        "image": image,
-                        "command": ["/bin/sh", "-c", spec.command],
-                        "env": env,
-                        "resources": resources,
-                    }
-                ],
-            },
-        },
-    }
-    if spec.time_limit_s:
-        job_spec["activeDeadlineSeconds"] = int(spec.time_limit_s)
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "annotations": annotations,
-        },
-        "spec": job_spec,
-    }
-
-
-def _condition(job: dict, kind: str) -> dict | None:
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind and cond.get("status") == "True":
-            return cond
-    return None
-
-
-def _exit_code(pods: list[dict]) -> int | None:
-    codes = [
-        cs["state"]["terminated"].get("exitCode")
-        for pod in pods
-        for cs in (pod.get("status") or {}).get("containerStatuses") or []
-        if (cs.get("state") or {}).get("terminated")
-    ]
-    nonzero = [c for c in codes if c]
-    return nonzero[0] if nonzero else (codes[0] if codes else None)
-
-
-def remote_job(job: dict, pods: list[dict]) -> RemoteJob:
-    """Map one Job and its pods to Allot's view.
-
-    Finished conditions win; a suspended Job is PREEMPTED when Allot suspended it (annotation)
-    and PENDING when its start was never completed; an unsuspended one is RUNNING once a pod
-    is bound to a node and PENDING before that (the scheduler has not placed it yet).
-    """
-    meta, spec = job.get("metadata") or {}, job.get("spec") or {}
-    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-    bound = sorted(
-        {
-            p["spec"]["nodeName"]
-            for p in pods
-            if (p.get("spec") or {}).get("nodeName")
-            and (p.get("status") or {}).get("phase") in {"Pending", "Running"}
-        }
-    )
-    extra: dict = {"namespace": meta.get("namespace", ""), "pods": len(pods)}
-    exit_code = None
-    if meta.get("deletionTimestamp"):
-        state = RemoteState.CANCELLED
-    elif done := _condition(job, "Complete"):
-        state, exit_code = RemoteState.COMPLETED, 0
-        extra["reason"] = done.get("reason", "")
-    elif failed := _condition(job, "Failed"):
-        state, exit_code = RemoteState.FAILED, _exit_code(pods)
-        extra["reason"] = failed.get("reason", "")
-        extra["message"] = failed.get("message", "")
-    elif spec.get("suspend"):
-        state = RemoteState.PREEMPTED if annotations.get(ANN_PREEMPTED) else RemoteState.PENDING
-    elif bound:
-        state = RemoteState.RUNNING
-    else:
-        state = RemoteState.PENDING
-    return RemoteJob(
-        job_id=int(labels.get(LABEL_JOB, "0")),
-        external_id=meta.get("name", ""),
-        attempt_key=annotations.get(ANN_ATTEMPT_KEY, labels.get(LABEL_ATTEMPT, "")),
-        state=state,
-        nodes=tuple(bound),
-        exit_code=exit_code,
-        extra=extra,
-    )
-
-
-def node_info(node: dict, gpu_resource: str, gpu_type_label: str) -> NodeInfo:
-    meta, spec, status = node["metadata"], node.get("spec") or {}, node.get("status") or {}
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
-    reason = ""
-    if spec.get("unschedulable"):
-        reason = (meta.get("annotations") or {}).get(ANN_DRAIN_REASON) or "cordoned"
-    elif not ready:
-        reason = "node not ready"
-    return NodeInfo(
-        name=meta["name"],
-        gpus=int(str((status.get("allocatable") or {}).get(gpu_resource, "0"))),
-        gpu_type=(meta.get("labels") or {}).get(gpu_type_label, "") or "unknown",
-        drained=bool(reason),
-        reason=reason,
-    )
 
 
 class KubernetesBackend(Backend):
