@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from operator import attrgetter
-
 from scheduling.engine.model import PendingJob, RunningJob, Snapshot
 from scheduling.engine.placement import Pool
 from scheduling.engine.tree import UNRANKED, FairTree
@@ -116,20 +114,26 @@ class PassState:
         return left > 0 and left >= self.lien(job, pool)
 
     def queue(self, jobs) -> list[PendingJob]:
-        """``jobs`` in ``order_key`` order. For fair share: four stable sorts, least
-        significant column first (id, submit time, user usage, project rank), each on plain
-        values; this is the same order as one sort on the key tuples (ties keep their input
-        order in both), but Python compares floats, strings and ints much faster than
-        tuples whose first elements tie, as ranks do for every job of a project."""
+        """``jobs`` in ``order_key`` order. For fair share: each key column is read once, in
+        the jobs' own order (a pass touches 10^4 jobs, and reading them in a shuffled order
+        is mostly cache misses), then positions are sorted stably by one column at a time,
+        least significant first (id, submit time, user usage, project rank). That is the
+        same order as one sort on the key tuples (ties keep their input order in both), but
+        Python compares plain floats, strings and ints much faster than tuples whose first
+        elements tie, as ranks do for every job of a project."""
         if self.policy.name != "fairshare":
             return sorted(jobs, key=self.order_key)
         rank_of, usage = self._rank_of, self._user_usage
-        jobs = sorted(jobs, key=attrgetter("id"))
-        jobs.sort(key=attrgetter("submit_s"))
+        jobs = list(jobs)
+        column = [j.id for j in jobs]
+        order = sorted(range(len(jobs)), key=column.__getitem__)
+        column = [j.submit_s for j in jobs]
+        order.sort(key=column.__getitem__)
         column = [usage.get((j.project, j.user), 0.0) for j in jobs]
-        jobs = [jobs[n] for n in sorted(range(len(jobs)), key=column.__getitem__)]
+        order.sort(key=column.__getitem__)
         column = [rank_of.get(j.project, UNRANKED) for j in jobs]
-        return [jobs[n] for n in sorted(range(len(jobs)), key=column.__getitem__)]
+        order.sort(key=column.__getitem__)
+        return [jobs[n] for n in order]
 
     def order_key(self, job: PendingJob):
         name = self.policy.name
