@@ -100,7 +100,9 @@ class Pass:
         self.approved_reservations()
         queue = st.queue(j for j in st.snap.pending if not j.held)
         lane = st.policy.interactive_pool_gpus
-        interactive = [j for j in queue if j.kind == "interactive"] if self.fairshare else []
+        interactive = []  # the lane, when some cluster has one (only they start there)
+        if self.fairshare and any(gpus > 0 for gpus in lane.values()):
+            interactive = [j for j in queue if j.kind == "interactive"]
         deferred: list[PendingJob] = []
         for job in interactive:
             if any(lane.get(p.cluster, 0) > 0 for p in st.pools_for(job)):
