@@ -9,7 +9,8 @@ The smallest victim set (``find_victims``): on each node, take victims unfunded 
 funded, each group largest first, until the job fits; then drop any victim that turned out
 unnecessary. Across nodes the cheapest set wins: fewest funded victims, then fewest victims,
 then fewest GPUs freed, then the node name. Multi-node jobs need whole nodes whose every job
-is a victim; the cheapest nodes win by the same measure.
+is a victim; the cheapest nodes win by the same measure, with a victim that spans several of
+them counted once (nodes sharing a victim are costed as one group).
 """
 
 from __future__ import annotations
@@ -152,20 +153,77 @@ def find_victims(st: PassState, pool: Pool, job: PendingJob, any_rank: bool = Fa
         if found is not None:
             options.append((found[0], names[i], i, found[1]))
     options.sort()
-    chosen, victims, left = [], set(), gpus
-    for _cost, _, i, ids in options:
-        if left <= 0:
-            break
-        chosen.append(i)
-        victims.update(ids)
-        left -= size[i]
-    if left > 0:
-        return None
-    placement = pool.spread(gpus, chosen)
+    seen: set[str] = set()
+    shared = False  # does a multi-node victim sit on two of these nodes?
+    for opt in options:
+        shared = shared or not seen.isdisjoint(opt[3])
+        seen.update(opt[3])
+    if shared:
+        chosen = _cheapest_groups(st, pool, options, gpus)
+    else:
+        chosen, left = [], gpus
+        for _cost, _, i, _ids in options:
+            if left <= 0:
+                break
+            chosen.append(i)
+            left -= size[i]
+        if left > 0:
+            return None
+    placement = pool.spread(gpus, chosen) if chosen else None
     if placement is None:
         return None
+    ids_at = {i: ids for _, _, i, ids in options}
+    used = [i for i, _ in placement] if shared else chosen  # a group may bring a node too many
+    victims = {v for i in used for v in ids_at[i]}
     funded = sum(1 for v in victims if st.running[v].funded)
     return (funded, len(victims), 0), placement, tuple(sorted(victims))
+
+
+def _cheapest_groups(st: PassState, pool: Pool, options: list, gpus: int) -> list[int]:
+    """Whole nodes for a multi-node job when a victim spans several candidate nodes.
+
+    Ranking nodes one by one would count such a victim once per node, so a pair of nodes
+    freed by one two-node victim would look as dear as two nodes with a victim each. Nodes
+    that share a victim are grouped (preempting it frees them all), each group is costed by
+    its distinct victims (funded ones, then all), and the cheapest combination of groups that
+    gives enough GPUs wins: a small knapsack over the GPUs still needed (ties: names)."""
+    parent = {i: i for _, _, i, _ in options}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first_node: dict[str, int] = {}
+    for _, _, i, ids in options:
+        for v in ids:
+            j = first_node.setdefault(v, i)
+            parent[root(i)] = root(j)
+    groups: dict[int, tuple[list[int], set[str]]] = {}
+    for _, _, i, ids in options:
+        nodes, victims = groups.setdefault(root(i), ([], set()))
+        nodes.append(i)
+        victims.update(ids)
+    running, names, size = st.running, pool.names, pool.size
+    best: dict[int, tuple] = {0: ((0, 0), (), ())}  # GPUs got (capped) -> cost, names, groups
+    for nodes, victims in groups.values():
+        funded = sum(1 for v in victims if running[v].funded)
+        got_here = sum(size[i] for i in nodes)
+        for got, (cost, labels, chosen) in list(best.items()):
+            if got >= gpus:
+                continue
+            key = (
+                (cost[0] + funded, cost[1] + len(victims)),
+                tuple(sorted(labels + tuple(names[i] for i in nodes))),
+                chosen + (tuple(nodes),),
+            )
+            reach = min(gpus, got + got_here)
+            if reach not in best or key[:2] < best[reach][:2]:
+                best[reach] = key
+    if gpus not in best:
+        return []
+    return sorted(i for nodes in best[gpus][2] for i in nodes)
 
 
 def earliest_nodes(st: PassState, pool: Pool, job: PendingJob):

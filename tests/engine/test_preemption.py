@@ -66,3 +66,29 @@ def test_equal_standing_does_not_license_preemption():
     running = [run("old", "b", 8, "c-00", protected_until=NOW - 1)]
     d = schedule(snap(nodes(1), tree, running, [pend("new", "a", 8)]))
     assert not d.preemptions
+
+
+def test_a_multi_node_victim_counts_once_when_node_sets_are_compared():
+    # c-00 and c-01 each hold one unfunded job; c-02 and c-03 hold ONE unfunded two-node job.
+    # Counted per node, both pairs cost two victims and names pick c-00 + c-01; counted once,
+    # c-02 + c-03 cost a single victim.
+    running = [
+        run("a", "lo", 8, "c-00", funded=False),
+        run("b", "lo", 8, "c-01", funded=False),
+        run("wide", "lo", 16, None, funded=False, placement=(("c-02", 8), ("c-03", 8))),
+    ]
+    d = schedule(snap(nodes(4), TREE, running, [pend("new", "hi", 16)]))
+    assert set(preempted(d)) == {"wide"}
+    assert {n for n, _ in started(d)["new"].nodes} == {"c-02", "c-03"}
+
+
+def test_a_shared_victim_does_not_make_a_dearer_group_win():
+    # The two-node job is funded (past protection); c-00 and c-01 hold unfunded jobs, which
+    # go first whatever the count: one funded victim costs more than two unfunded ones.
+    running = [
+        run("a", "lo", 8, "c-00", funded=False),
+        run("b", "lo", 8, "c-01", funded=False),
+        run("wide", "lo", 16, None, protected_until=NOW - 1, placement=(("c-02", 8), ("c-03", 8))),
+    ]
+    d = schedule(snap(nodes(4), TREE, running, [pend("new", "hi", 16)]))
+    assert set(preempted(d)) == {"a", "b"}
