@@ -6,7 +6,9 @@ Steps of ``run_pass``:
 2. Drains: preempt every job on a drained node whose protection has ended (unfunded work has
    none); the rest stay until their protection ends.
 3. Approved reservations (``Snapshot.reservations``) hold whole nodes of their cluster from
-   their start; others may only backfill them with work that yields before that start.
+   their start; others may only backfill them with work that yields before that start. Once
+   the window has opened, the project's jobs may preempt other projects' unprotected work
+   there, whatever its rank (``preempt.open_reserved``); protected work stays.
 4. Order the queue by the policy (fairshare: Fair Tree rank, user usage, submit time, id).
 5. Interactive lane first: on clusters with an interactive pool, sessions start within the
    pool's size and the per-user limit, displacing unfunded or unprotected batch work if needed.
@@ -34,7 +36,12 @@ from scheduling.engine.model import (
     Start,
 )
 from scheduling.engine.placement import Held, Pool
-from scheduling.engine.preempt import earliest_nodes, find_victims
+from scheduling.engine.preempt import (
+    earliest_nodes,
+    find_victims,
+    open_reserved,
+    reserved_preemptible,
+)
 from scheduling.engine.report import drain_times, explanations, pending_infos
 from scheduling.engine.state import PassState
 
@@ -195,17 +202,25 @@ class Pass:
         best = None
         rank = st.tree.rank(job.project)
         for pool in fundable if st.policy.preemption else ():
-            if not pool.fits_ever(job.gpus) or self._search_futile(pool, rank, job.gpus):
+            reserved = open_reserved(st, pool, job)  # its own reservation: always searched
+            futile = self._search_futile(pool, rank, job.gpus)
+            if not pool.fits_ever(job.gpus) or (futile and not reserved):
                 continue
-            found = find_victims(st, pool, job)
+            found = find_victims(st, pool, job, reserved=reserved, only_reserved=futile)
             self.searches[id(pool)] = self.searches.get(id(pool), 0) + 1
             if found is None:
                 old = self.failed_search.get(id(pool), job.gpus)
                 self.failed_search[id(pool)] = min(old, job.gpus)
             elif best is None or found[0] < best[0]:
-                best = (found[0], pool, found[1], found[2])
+                on = {pool.names[i] for i, _ in found[1] if i in reserved}
+                why = (
+                    f"a job of {job.project} holding an approved reservation on {min(on)}"
+                    if on
+                    else ""
+                )
+                best = (found[0], pool, found[1], found[2], why)
         if best is not None:
-            self._start(job, best[1], best[2], True, best[3], "")
+            self._start(job, best[1], best[2], True, best[3], best[4])
             return True
         self._reserve(job, fundable)
         return True
@@ -229,6 +244,8 @@ class Pass:
                 return False
             if not self._search_futile(pool, 0, 1):
                 return False
+            if pool.held and reserved_preemptible(self.st, pool):
+                return False
         return True
 
     def _hopeless(self, pool: Pool, job: PendingJob) -> bool:
@@ -244,6 +261,7 @@ class Pass:
             )
             and all(pool.free[i] < job.gpus for i in pool.held)
             and self._search_futile(pool, 0, job.gpus)
+            and not open_reserved(self.st, pool, job)
         )
 
     def _search_futile(self, pool: Pool, rank: int, gpus: int) -> bool:

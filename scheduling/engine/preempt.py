@@ -11,6 +11,11 @@ unnecessary. Across nodes the cheapest set wins: fewest funded victims, then few
 then fewest GPUs freed, then the node name. Multi-node jobs need whole nodes whose every job
 is a victim; the cheapest nodes win by the same measure, with a victim that spans several of
 them counted once (nodes sharing a victim are costed as one group).
+
+Approved reservations (``open_reserved``): once a reservation's window has opened, a job of
+its project (or subtree) may also search the reserved nodes, and there every other project's
+unprotected work is a victim whatever its rank: the capacity was promised. Protected work
+never is, and inside the reservation's own subtree the usual rule applies.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import math
 
 from scheduling.engine.model import PendingJob, RunningJob
-from scheduling.engine.placement import Pool
+from scheduling.engine.placement import Held, Pool
 from scheduling.engine.state import PassState
 
 INF = math.inf
@@ -38,14 +43,55 @@ class _Below(dict):
     """project -> may a funded job of that project (past its protection) yield to the
     preemptor? Filled on first use: one search asks about the same few projects per node."""
 
-    def __init__(self, st: PassState, preemptor: str):
+    def __init__(self, st: PassState, preemptor: str, holder: str = ""):
         super().__init__()
         self.below = st.tree.strictly_below
         self.preemptor = preemptor
+        self.holder = holder  # on nodes reserved for ``holder``: outsiders always yield
 
     def __missing__(self, project: str) -> bool:
-        hit = self[project] = self.below(project, self.preemptor)
+        holder = self.holder
+        if holder and not in_subtree(project, holder):
+            hit = self[project] = True
+        else:
+            hit = self[project] = self.below(project, self.preemptor)
         return hit
+
+
+def in_subtree(project: str, top: str) -> bool:
+    return project == top or project.startswith(top + "/")
+
+
+def open_reserved(st: PassState, pool: Pool, job: PendingJob) -> dict[int, Held]:
+    """Nodes of ``pool`` held by an approved reservation of ``job``'s project (or an
+    ancestor) whose window has opened: node index -> hold."""
+    if not pool.held or not job.project:
+        return {}
+    return {
+        i: h
+        for i, h in pool.held.items()
+        if h.reservation
+        and h.project
+        and h.start_s <= st.now
+        and not pool.drained[i]
+        and in_subtree(job.project, h.project)
+    }
+
+
+def reserved_preemptible(st: PassState, pool: Pool) -> bool:
+    """Does an opened reservation node carry unprotected work of another project? Then a
+    job of the reservation's project further down the queue may still preempt it."""
+    now, running = st.now, st.running
+    for i, h in pool.held.items():
+        if not h.reservation or not h.project or h.start_s > now or pool.drained[i]:
+            continue
+        for jid in pool.jobs[i]:
+            job = running[jid]
+            if (not job.funded or now >= job.protected_until_s) and not in_subtree(
+                job.project, h.project
+            ):
+                return True
+    return False
 
 
 def _yieldable(st: PassState, pool: Pool, i: int, cache: list):
@@ -101,13 +147,24 @@ def _node_victims(free: int, yieldable: list, need: int, below: _Below | None):
     return cost, tuple(sorted(c[2] for c in chosen))
 
 
-def find_victims(st: PassState, pool: Pool, job: PendingJob, any_rank: bool = False):
-    """Cheapest (cost, placement, victim ids) in ``pool`` or None.
+def find_victims(
+    st: PassState,
+    pool: Pool,
+    job: PendingJob,
+    any_rank: bool = False,
+    reserved: dict[int, Held] | None = None,
+    only_reserved: bool = False,
+):
+    """Cheapest (cost, placement, victim ids) in ``pool`` or None. ``reserved``: held nodes
+    the job may search too (``open_reserved``), with their own victim rule; with
+    ``only_reserved`` nothing else (the pool's other nodes are past their search budget).
 
     Nodes are visited in name order, so a node can only win by a strictly smaller cost; one
     whose lower bound (a funded victim needed or not, one victim, the missing GPUs freed)
     already reaches the best cost is skipped without building its victim set."""
     below = None if any_rank else _Below(st, job.project)
+    reserved = reserved or {}
+    rules = {i: _Below(st, job.project, h.project) for i, h in reserved.items()}
     gpus = job.gpus
     drained, held, size, free, names = pool.drained, pool.held, pool.size, pool.free, pool.names
     cache, version = _cache_of(st, pool), pool.version
@@ -115,7 +172,9 @@ def find_victims(st: PassState, pool: Pool, job: PendingJob, any_rank: bool = Fa
         best = None
         best_cost = None
         for i in range(len(names)):
-            if drained[i] or i in held or size[i] < gpus:
+            if i not in reserved and (only_reserved or drained[i] or i in held):
+                continue
+            if size[i] < gpus:
                 continue
             f = free[i]
             if f >= gpus:
@@ -130,7 +189,7 @@ def find_victims(st: PassState, pool: Pool, job: PendingJob, any_rank: bool = Fa
                 best_cost
             ):
                 continue
-            found = _node_victims(f, yieldable, gpus, below)
+            found = _node_victims(f, yieldable, gpus, rules.get(i, below) if rules else below)
             if found is None:
                 continue
             if best_cost is None or found[0] < best_cost:
@@ -141,7 +200,7 @@ def find_victims(st: PassState, pool: Pool, job: PendingJob, any_rank: bool = Fa
         return None if best is None else (best_cost, best[0], best[1])
     options = []
     for i in range(len(names)):
-        if drained[i] or i in held:
+        if i not in reserved and (only_reserved or drained[i] or i in held):
             continue
         hit = cache[i]
         if hit is None or hit[0] != version[i]:
@@ -149,7 +208,7 @@ def find_victims(st: PassState, pool: Pool, job: PendingJob, any_rank: bool = Fa
         _, yieldable, total, _ = hit
         if free[i] + total < size[i]:
             continue
-        found = _node_victims(free[i], yieldable, size[i], below)
+        found = _node_victims(free[i], yieldable, size[i], rules.get(i, below))
         if found is not None:
             options.append((found[0], names[i], i, found[1]))
     options.sort()

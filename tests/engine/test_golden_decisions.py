@@ -61,7 +61,9 @@ GOLDEN_BENCH = {
     "10k-priority": "84f1f41652fc4ce3",
     "10k-fifo": "fc7ada84b443252d",
     "3k-seed-11": "67b8f68a8e9cc641",
-    "3k-busy": "00f54b5215338e1e",
+    # Reservation r2 of language/proj-10 is open: its jobs now preempt unprotected
+    # strangers on gpu-0197/0198, and the pass no longer stops early while they could.
+    "3k-busy": "74858b99a43210d7",
     "2k-no-preemption": "430d80cd0f5e663e",
 }
 
@@ -110,7 +112,9 @@ GOLDEN_RANDOM: list[str] = [
     "1a42816fb8527d1d",
     "d378f0f8e59d6faf",
     "25dfc5ed46519733",
-    "db5fc0220ec54e9e",
+    # 44: reservation res1 of prog0/p0/s1 is open; its job p37 now preempts r02, an
+    # unprotected stranger on the reserved node (passes.py, preempt.open_reserved).
+    "69c42857dfe1fe4b",
     "a8607321066f9446",
     "aa601c59153fdb80",
     "67de301c7d6a59e3",

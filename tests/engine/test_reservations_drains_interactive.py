@@ -100,3 +100,36 @@ def test_interactive_protection_is_short():
     job = pend("dbg", "hi", 1, kind="interactive", min_runtime=8 * 3600)
     d = schedule(snap(nodes(1), TREE, pending=[job], policy=LANE))
     assert started(d)["dbg"].protected_until_s == NOW + 2 * 3600
+
+
+def _reserved_for_lo(start_s, protected_until):
+    """c-01 is reserved for "lo" (it ranks below "hi"); an 8-GPU job of "hi" sits on it."""
+    res = Reservation("r1", "c", 8, start_s, NOW + 7200, project="lo")
+    running = [
+        run("mine", "hi", 8, "c-00", protected_until=NOW + 3600),
+        run("guest", "hi", 8, "c-01", protected_until=protected_until),
+    ]
+    # Better-ranked jobs wait first: their failed searches would end the pass early, before
+    # "due" is reached, were it not for the reserved node "due" may still claim.
+    jobs = [pend(f"hi{k}", "hi", 1 + 7 * (k > 0), submit=k) for k in range(3)]
+    jobs.append(pend("due", "lo", 8, submit=9))
+    return snap(nodes(2), TREE, running, jobs, reservations=(res,))
+
+
+def test_once_a_reservation_opens_its_project_preempts_unprotected_strangers_on_its_nodes():
+    d = schedule(_reserved_for_lo(NOW - 60, NOW - 1))
+    assert set(preempted(d)) == {"guest"}
+    assert started(d)["due"].nodes == (("c-01", 8),)
+    assert "approved reservation" in preempted(d)["guest"].reason
+    assert preempted(d)["guest"].by_job_id == "due"
+    assert all(f"hi{k}" not in started(d) for k in range(3))  # the better rank gives no right
+
+
+def test_protected_work_on_opened_reserved_nodes_is_never_preempted():
+    d = schedule(_reserved_for_lo(NOW - 60, NOW + 600))
+    assert d.preemptions == () and "due" not in started(d)
+
+
+def test_before_its_window_opens_a_reservation_gives_no_right_to_preempt():
+    d = schedule(_reserved_for_lo(NOW + 600, NOW - 1))
+    assert d.preemptions == () and "due" not in started(d)
