@@ -1,8 +1,10 @@
 """Victim selection and reservations for a waiting funded job.
 
-Who may be preempted by a funded job X (``is_victim``): an unfunded job, at any moment; a
-funded job past its protection whose project ranks strictly below X's at the first level
-where their paths differ. Never a protected job. Because the ranking is fixed for the pass and
+Who may be preempted by a funded job X: an unfunded job, at any moment; a funded job past
+its protection whose project ranks strictly below X's at the first level where their paths
+differ (``_yieldable`` keeps the unfunded and unprotected jobs of a node, ``_Below`` answers
+the rank test per project, ``_node_victims`` applies both; the interactive lane may displace
+any unprotected batch work). Never a protected job. Because the ranking is fixed for the pass and
 "strictly below" is a strict order, two jobs can never both be allowed to preempt the other.
 
 The smallest victim set (``find_victims``): on each node, take victims unfunded first, then
@@ -22,21 +24,11 @@ from __future__ import annotations
 
 import math
 
-from scheduling.engine.model import PendingJob, RunningJob
+from scheduling.engine.model import PendingJob
 from scheduling.engine.placement import Held, Pool
 from scheduling.engine.state import PassState
 
 INF = math.inf
-
-
-def is_victim(st: PassState, victim: RunningJob, job: PendingJob, any_rank: bool = False) -> bool:
-    if not victim.funded:
-        return True
-    if st.now < victim.protected_until_s:
-        return False
-    if any_rank:  # the interactive lane may displace any unprotected batch work
-        return victim.kind != "interactive"
-    return st.tree.strictly_below(victim.project, job.project)
 
 
 class _Below(dict):
