@@ -3,6 +3,7 @@ and the API, so the workflow's rules and effects cannot be skipped from the admi
 
 from django.contrib import admin
 
+from budgets.admin import ReadOnlyAdmin
 from budgets.exceptions.models import Approval, ExceptionEvent, ExceptionRequest, Notification
 
 
@@ -30,7 +31,7 @@ class EventInline(ReadOnlyInline):
 
 
 @admin.register(ExceptionRequest)
-class ExceptionRequestAdmin(admin.ModelAdmin):
+class ExceptionRequestAdmin(ReadOnlyAdmin):
     list_display = [
         "id",
         "kind",
@@ -45,15 +46,6 @@ class ExceptionRequestAdmin(admin.ModelAdmin):
     search_fields = ["justification", "requester__username"]
     inlines = [ApprovalInline, EventInline]
     list_select_related = ["requester", "program"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Notification)
