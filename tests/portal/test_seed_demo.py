@@ -1,0 +1,19 @@
+import pytest
+from django.core.management import call_command
+
+from budgets.exceptions.models import ExceptionRequest
+from scheduling.models import Cluster, Job
+
+
+@pytest.mark.django_db
+def test_the_demo_seed_builds_the_organisation_once(tmp_path, monkeypatch, settings):
+    monkeypatch.setenv("ALLOT_VAR_DIR", str(tmp_path))
+    call_command("seed_demo")
+    clusters = {c.name: c.total_gpus() for c in Cluster.objects.all()}
+    jobs = Job.objects.count()
+    assert clusters == {"jupiter": 1024, "saturn": 256, "neptune": 88}
+    assert jobs > 150  # an oversubscribed backlog
+    assert ExceptionRequest.objects.filter(state="submitted").count() == 2
+    call_command("seed_demo")
+    assert Job.objects.count() == jobs
+    assert ExceptionRequest.objects.count() == 2
