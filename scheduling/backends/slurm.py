@@ -192,6 +192,8 @@ class SlurmBackend(Backend):
         and cancel the rest, so every caller converges on the same job."""
         jobs = self._jobs()
         same = self._with_key(jobs, spec.attempt_key)
+        if not same:  # finished longer than MinJobAge ago: only accounting remembers it
+            same = self._with_key(self._accounted_jobs() or [], spec.attempt_key)
         if same:
             return same[0]
         if self.options["preempt_mode"] == "requeue":

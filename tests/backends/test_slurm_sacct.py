@@ -223,3 +223,23 @@ def test_without_accounting_the_same_attempt_is_taken_for_lost_and_requeued(
     job.refresh_from_db()
     assert report.lost == [job.pk]
     assert job.state == Job.State.PENDING
+
+
+def test_a_retried_submit_of_an_attempt_only_sacct_remembers_launches_nothing():
+    from scheduling.backends.base import LaunchSpec
+
+    slurm = backend()
+    spec = LaunchSpec(
+        job_id=202,
+        attempt_key="202:1",
+        name="t",
+        user="u",
+        project="p",
+        gpus=1,
+        nodes=("node1",),
+        gpus_per_node=1,
+        command="true",
+    )
+    remote = slurm.submit(spec)
+    assert (remote.external_id, remote.state) == ("2", RemoteState.COMPLETED)
+    assert slurm.runner.count("sbatch") == 0
