@@ -1,8 +1,9 @@
 """The demo's clusters and a backlog of jobs, so the queue visibly moves in `make demo`.
 
-Clusters are simulated at 60× speed (an 8 h job lasts 8 minutes). The backlog oversubscribes
-them: funded jobs from every project, and unfunded work that yields whenever funded work needs
-the GPUs, so a job submitted in the browser starts within a minute or two.
+Clusters are simulated at 60× speed (an 8 h job lasts 8 minutes; protection windows run on the
+real clock). The backlog oversubscribes them: funded jobs from every project, and unfunded work
+that yields whenever funded work needs the GPUs, so a job submitted in the browser starts
+within a minute or two.
 """
 
 from __future__ import annotations
@@ -56,6 +57,13 @@ def _backlog(clusters: list[Cluster]) -> int:
             unfunded = rng.random() < 0.2
             gpus = rng.choice(SIZES)
             hours = rng.choice([1, 2, 4, 8])
+            min_runtime_s = hours * 3600
+            duration_s = int(hours * 3600 * rng.uniform(0.8, 2.5))
+            if rng.random() < 0.3:
+                # Long resumable training with a short protected window: its simulated day
+                # lasts ~30 real minutes, so after its 10 protected minutes better-ranked work
+                # visibly preempts it (protection runs on the real clock).
+                min_runtime_s, duration_s = 600, int(3600 * rng.uniform(24, 40))
             submit_job(
                 person,
                 JobRequest(
@@ -64,8 +72,8 @@ def _backlog(clusters: list[Cluster]) -> int:
                     project="" if unfunded or not projects else rng.choice(projects),
                     cluster=cluster.name,
                     gpus=gpus,
-                    min_runtime_s=hours * 3600,
-                    sim_duration_s=int(hours * 3600 * rng.uniform(0.8, 2.5)),
+                    min_runtime_s=min_runtime_s,
+                    sim_duration_s=duration_s,
                     command="python train.py",
                 ),
             )
