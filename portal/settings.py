@@ -205,3 +205,9 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_int("ALLOT_CHARGE_INTERVAL_S", 60),
     },
 }
+if env_bool("ALLOT_DEMO_TRAFFIC", default=False):
+    # The demo's researchers keep submitting, so its queues never run dry.
+    CELERY_BEAT_SCHEDULE["demo-traffic"] = {
+        "task": "scheduling.tasks.demo_traffic",
+        "schedule": 60,
+    }

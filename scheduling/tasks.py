@@ -78,3 +78,11 @@ def charge_usage() -> int:
     from scheduling.accounting import charge_running_jobs
 
     return charge_running_jobs()
+
+
+@shared_task(ignore_result=True)
+def demo_traffic() -> int:
+    """Demo only (ALLOT_DEMO_TRAFFIC=1, set by rundemo): keep the simulated clusters busy."""
+    from scheduling.demo import keep_demand
+
+    return keep_demand()

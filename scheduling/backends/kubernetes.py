@@ -17,8 +17,8 @@ and attempt key, so a second create answers 409 and the adapter picks up the exi
 instead of launching twice; a crash between create and unsuspend is finished by the retry.
 
 The official ``kubernetes`` client does transport, auth and kubeconfig parsing; responses are
-read as plain JSON (``_preload_content=False``) so the mapping (kubernetes_objects.py) works on the API's own
-field names and is testable without model objects. The adapter fails fast (no retries, a short
+read as plain JSON (``_preload_content=False``) so the mapping (kubernetes_objects.py) works on
+the API's own field names and is testable without model objects. The adapter fails fast (no retries, a short
 timeout): backoff belongs to the caller, which must not stall a scheduling pass on an outage.
 """
 

@@ -54,7 +54,8 @@ class Command(BaseCommand):
                 str(var / "celerybeat-schedule"),
             ],
         }
-        children = {name: subprocess.Popen(cmd) for name, cmd in commands.items()}
+        env = {**os.environ, "ALLOT_DEMO_TRAFFIC": "1"}  # researchers keep submitting
+        children = {name: subprocess.Popen(cmd, env=env) for name, cmd in commands.items()}
         self.stdout.write(
             self.style.SUCCESS(
                 f"Allot is running at http://{host}:{port}/ — log in as leader, manager, "
