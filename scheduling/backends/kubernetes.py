@@ -18,8 +18,9 @@ instead of launching twice; a crash between create and unsuspend is finished by 
 
 The official ``kubernetes`` client does transport, auth and kubeconfig parsing; responses are
 read as plain JSON (``_preload_content=False``) so the mapping (kubernetes_objects.py) works on
-the API's own field names and is testable without model objects. The adapter fails fast (no retries, a short
-timeout): backoff belongs to the caller, which must not stall a scheduling pass on an outage.
+the API's own field names and is testable without model objects. The adapter fails fast (no
+retries, a short timeout): backoff belongs to the caller, which must not stall a scheduling
+pass on an outage.
 """
 
 from __future__ import annotations
