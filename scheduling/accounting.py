@@ -17,11 +17,16 @@ from django.utils import timezone
 from scheduling.models import Job
 
 
-def _gpu_type(job: Job):
+def _gpu_type(job: Job, known: dict | None = None):
+    """The job's GPU type row; ``known`` caches rows by name across the jobs of one charge."""
     from budgets.models import GpuType
 
     name = job.cluster.gpu_type
+    if known is not None and name in known:
+        return known[name]
     gpu_type, _ = GpuType.objects.get_or_create(name=name, defaults={"cost_factor": Decimal(1)})
+    if known is not None:
+        known[name] = gpu_type
     return gpu_type
 
 
@@ -50,7 +55,7 @@ def hold_start_lien(job: Job, protected_s: int) -> bool:
     return True
 
 
-def _charge_until(job: Job, until: datetime) -> int:
+def _charge_until(job: Job, until: datetime, known_types: dict | None = None) -> int:
     """Charge [last_charged_at, until) for one job; return the GPU-seconds charged."""
     from budgets import ledger
 
@@ -67,7 +72,7 @@ def _charge_until(job: Job, until: datetime) -> int:
     if advanced != 1:  # another worker charged this interval first
         return 0
     ledger.charge_usage(
-        job.project, job.pk, job.owner, _gpu_type(job), start, end, job.gpus * seconds
+        job.project, job.pk, job.owner, _gpu_type(job, known_types), start, end, job.gpus * seconds
     )
     job.last_charged_at = end
     return job.gpus * seconds
@@ -83,8 +88,9 @@ def charge_running_jobs(now: datetime | None = None) -> int:
         .filter(state=Job.State.RUNNING, funded=True)
         .select_related("project", "owner", "cluster")
     )
+    known_types: dict = {}  # one GpuType query per type, not per job
     for job in jobs:
-        total += _charge_until(job, now)
+        total += _charge_until(job, now, known_types)
     return total
 
 

@@ -234,3 +234,25 @@ def test_a_drained_node_takes_nothing_new_and_reports_when_it_is_empty(
     assert second.state == Job.State.RUNNING
     assert second.nodes[0][0] != busy.name
     assert timezone.now() == T0
+
+
+def test_charging_reads_each_gpu_type_once_not_once_per_job(researcher, cluster, frozen, run_pass):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from scheduling.accounting import charge_running_jobs
+
+    for index in range(4):
+        submit(researcher, gpus=2, name=f"j{index}")
+    run_pass(cluster)
+    frozen.shift(dt.timedelta(minutes=5))
+    with CaptureQueriesContext(connection) as queries:
+        charge_running_jobs()
+    type_reads = [
+        q
+        for q in queries.captured_queries
+        if "budgets_gputype" in q["sql"]
+        and q["sql"].lstrip().upper().startswith("SELECT")
+        and "budgets_usageentry" not in q["sql"]
+    ]
+    assert len(type_reads) == 1
