@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduling import accounting
-from scheduling.backends.base import BackendError, RemoteJob, RemoteState
+from scheduling.backends.base import Backend, BackendError, RemoteJob, RemoteState
 from scheduling.dispatch import backend_for, requeue_preempted, start_on_backend
 from scheduling.models import Cluster, Job
 from scheduling.transitions import transition
@@ -102,8 +102,11 @@ def _record_utilization(job: Job, remote: RemoteJob, now) -> None:
     )
 
 
-def reconcile_cluster(cluster: Cluster, remote_jobs: list[RemoteJob]) -> ReconcileReport:
+def reconcile_cluster(
+    cluster: Cluster, remote_jobs: list[RemoteJob], backend: Backend | None = None
+) -> ReconcileReport:
     report = ReconcileReport()
+    backend = backend or backend_for(cluster)  # one client for the whole reconcile
     by_key = {r.attempt_key: r for r in remote_jobs}
     now = timezone.now()
     live = Job.objects.filter(
@@ -115,7 +118,7 @@ def reconcile_cluster(cluster: Cluster, remote_jobs: list[RemoteJob]) -> Reconci
         remote = by_key.get(job.attempt_key)
         if job.state == Job.State.PREEMPTED:
             if remote is not None and remote.state == RemoteState.RUNNING:
-                backend_for(cluster).preempt(job.pk, remote.external_id)
+                backend.preempt(job.pk, remote.external_id)
             requeue_preempted(job.pk, job.attempt_key)
             report.stopped.append(job.pk)
         elif remote is None:
@@ -134,7 +137,7 @@ def reconcile_cluster(cluster: Cluster, remote_jobs: list[RemoteJob]) -> Reconci
                 report.lost.append(job.pk)
     for remote in remote_jobs:
         if remote.state == RemoteState.RUNNING and remote.attempt_key not in live_keys:
-            backend_for(cluster).cancel(remote.job_id, remote.external_id)
+            backend.cancel(remote.job_id, remote.external_id)
             report.orphans.append(remote.external_id)
     return report
 
@@ -143,8 +146,8 @@ def sync_cluster(cluster_id: int) -> ReconcileReport | None:
     """Ask the backend what runs, repair gaps and record the backend's health."""
     cluster = Cluster.objects.get(pk=cluster_id)
     try:
-        remote = backend_for(cluster).sync()
-        report = reconcile_cluster(cluster, remote)
+        backend = backend_for(cluster)
+        report = reconcile_cluster(cluster, backend.sync(), backend)
     except BackendError as exc:
         Cluster.objects.filter(pk=cluster_id).update(reachable=False, last_error=str(exc)[:2000])
         log.warning("cluster %s: backend unavailable: %s", cluster.name, exc)
