@@ -38,7 +38,7 @@ INSTALLED_APPS = [
     "treebeard",
     "portal",
     "budgets",
-    "budgets.exceptions",
+    "exceptions",
     "scheduling",
 ]
 
@@ -66,7 +66,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "budgets.exceptions.notifications.badge",
+                "exceptions.notifications.badge",
             ],
         },
     },
@@ -197,7 +197,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_int("ALLOT_SYNC_INTERVAL_S", 5),
     },
     "exceptions-housekeeping": {
-        "task": "budgets.exceptions.tasks.housekeeping",
+        "task": "exceptions.tasks.housekeeping",
         "schedule": env_int("ALLOT_EXCEPTIONS_INTERVAL_S", 60),
     },
     "charge-usage": {

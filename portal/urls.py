@@ -10,7 +10,7 @@ api_v1 = [
     path("auth/token/", obtain_token, name="api-token"),
     path("", include("budgets.api_urls")),
     path("", include("scheduling.api_urls")),
-    path("", include("budgets.exceptions.api_urls")),
+    path("", include("exceptions.api_urls")),
 ]
 
 urlpatterns = [
@@ -24,5 +24,5 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("", include("budgets.urls")),
     path("", include("scheduling.urls")),
-    path("", include("budgets.exceptions.urls")),
+    path("", include("exceptions.urls")),
 ]

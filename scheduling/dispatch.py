@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from scheduling import enqueue
 from scheduling.backends.base import Backend, LaunchSpec, get_backend
 from scheduling.models import Cluster, Job, Node
 
@@ -87,24 +88,16 @@ def _find_external(backend: Backend, attempt_key: str) -> str:
 
 
 def enqueue_start(job: Job) -> None:
-    from scheduling import tasks
-
-    tasks.dispatch_start.delay_on_commit(job.pk, job.attempt_key)
+    enqueue.start(job.pk, job.attempt_key)
 
 
 def enqueue_preempt(job: Job) -> None:
-    from scheduling import tasks
-
-    tasks.dispatch_stop.delay_on_commit(job.pk, job.attempt_key, False)
+    enqueue.stop(job.pk, job.attempt_key, cancel=False)
 
 
 def enqueue_cancel(job: Job) -> None:
-    from scheduling import tasks
-
-    tasks.dispatch_stop.delay_on_commit(job.pk, job.attempt_key, True)
+    enqueue.stop(job.pk, job.attempt_key, cancel=True)
 
 
 def enqueue_drain(node: Node) -> None:
-    from scheduling import tasks
-
-    tasks.mirror_drain.delay_on_commit(node.pk)
+    enqueue.mirror_drain(node.pk)

@@ -79,7 +79,7 @@ def _user_usage(now: datetime, paths: dict[int, str], users: dict[int, str]):
 def _reservations(cluster: Cluster, now: datetime) -> tuple[m.Reservation, ...]:
     """Approved reservation exceptions for this cluster, if the exceptions workflow is there."""
     try:
-        from budgets.exceptions.inputs import reservations_for_cluster
+        from exceptions.inputs import reservations_for_cluster
     except ImportError:
         return ()
     return tuple(reservations_for_cluster(cluster, now))

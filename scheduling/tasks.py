@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from scheduling import reconcile
+from scheduling.accounting import charge_running_jobs
 from scheduling.backends.base import BackendUnavailable
+from scheduling.demo import keep_demand
+from scheduling.dispatch import backend_for, start_on_backend, stop_on_backend
+from scheduling.models import Cluster, Node
+from scheduling.passes import run_pass
 
 RETRY = dict(
     autoretry_for=(BackendUnavailable,),
@@ -17,39 +23,28 @@ RETRY = dict(
 
 @shared_task(ignore_result=True)
 def schedule_all() -> None:
-    from scheduling.models import Cluster
-
     for cluster_id in Cluster.objects.values_list("pk", flat=True):
         schedule_cluster.delay(cluster_id)
 
 
 @shared_task(ignore_result=True)
 def schedule_cluster(cluster_id: int) -> dict:
-    from scheduling.passes import run_pass
-
     result = run_pass(cluster_id)
     return result.__dict__
 
 
 @shared_task(ignore_result=True, **RETRY)
 def dispatch_start(job_id: int, attempt_key: str) -> bool:
-    from scheduling.dispatch import start_on_backend
-
     return start_on_backend(job_id, attempt_key)
 
 
 @shared_task(ignore_result=True, **RETRY)
 def dispatch_stop(job_id: int, attempt_key: str, cancel: bool) -> None:
-    from scheduling.dispatch import stop_on_backend
-
     stop_on_backend(job_id, attempt_key, cancel)
 
 
 @shared_task(ignore_result=True, **RETRY)
 def mirror_drain(node_id: int) -> None:
-    from scheduling.dispatch import backend_for
-    from scheduling.models import Node
-
     node = Node.objects.select_related("cluster").get(pk=node_id)
     backend = backend_for(node.cluster)
     if node.drained:
@@ -60,29 +55,21 @@ def mirror_drain(node_id: int) -> None:
 
 @shared_task(ignore_result=True)
 def sync_all() -> None:
-    from scheduling.models import Cluster
-
     for cluster_id in Cluster.objects.values_list("pk", flat=True):
         sync_cluster.delay(cluster_id)
 
 
 @shared_task(ignore_result=True)
 def sync_cluster(cluster_id: int) -> None:
-    from scheduling.reconcile import sync_cluster as run
-
-    run(cluster_id)
+    reconcile.sync_cluster(cluster_id)
 
 
 @shared_task(ignore_result=True)
 def charge_usage() -> int:
-    from scheduling.accounting import charge_running_jobs
-
     return charge_running_jobs()
 
 
 @shared_task(ignore_result=True)
 def demo_traffic() -> int:
     """Demo only (ALLOT_DEMO_TRAFFIC=1, set by rundemo): keep the simulated clusters busy."""
-    from scheduling.demo import keep_demand
-
     return keep_demand()

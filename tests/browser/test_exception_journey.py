@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 from django.utils import dateformat, timezone
 
-from budgets.exceptions.models import ExceptionRequest
+from exceptions.models import ExceptionRequest
 from scheduling.models import Cluster, Job, Node
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from budgets.exceptions import services
+from exceptions import services
 from scheduling.models import Cluster, Job, Node
 
 

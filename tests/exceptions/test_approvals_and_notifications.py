@@ -8,9 +8,9 @@ import time_machine
 from django.core import mail
 from django.utils import timezone
 
-from budgets.exceptions import notifications, services
-from budgets.exceptions.errors import ExceptionValidationError
-from budgets.exceptions.tasks import housekeeping
+from exceptions import notifications, services
+from exceptions.errors import ExceptionValidationError
+from exceptions.tasks import housekeeping
 
 
 def test_a_large_protection_needs_a_second_distinct_approver(

@@ -5,8 +5,8 @@ import threading
 import pytest
 from django.db import connection, connections
 
-from budgets.exceptions import services
-from budgets.exceptions.models import ExceptionRequest
+from exceptions import services
+from exceptions.models import ExceptionRequest
 from scheduling.models import JobEvent
 from tests.conftest import service_missing
 

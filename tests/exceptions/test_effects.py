@@ -9,13 +9,13 @@ import time_machine
 from django.utils import timezone
 
 from budgets.balances import with_grants
-from budgets.exceptions import services
-from budgets.exceptions.errors import ExceptionValidationError
-from budgets.exceptions.inputs import reservations_for_cluster
-from budgets.exceptions.models import ExceptionRequest
-from budgets.exceptions.tasks import housekeeping
 from budgets.models import AuditEntry, BudgetNode, Grant
 from budgets.periods import BudgetPeriod
+from exceptions import services
+from exceptions.errors import ExceptionValidationError
+from exceptions.inputs import reservations_for_cluster
+from exceptions.models import ExceptionRequest
+from exceptions.tasks import housekeeping
 from scheduling.models import Job
 
 

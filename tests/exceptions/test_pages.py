@@ -5,7 +5,7 @@ import datetime as dt
 
 from django.utils import timezone
 
-from budgets.exceptions.models import ExceptionRequest
+from exceptions.models import ExceptionRequest
 
 
 def test_a_researcher_requests_protection_from_the_form(client, researcher, job):
@@ -107,14 +107,14 @@ def test_the_requester_withdraws_from_the_history_page(client, researcher, topup
 def test_the_report_counts_per_program_per_month(client, leader, manager, topup, protection):
     topup(gpu_hours=100)
     granted = topup(gpu_hours=200)
-    from budgets.exceptions import services
+    from exceptions import services
 
     services.approve_exception(manager, granted.pk)
     protection()
     client.force_login(leader)
     page = client.get("/exceptions/report/")
-    from budgets.exceptions.access import visible_requests
-    from budgets.exceptions.report import monthly_by_program
+    from exceptions.access import visible_requests
+    from exceptions.report import monthly_by_program
 
     [row] = monthly_by_program(visible_requests(leader))
     assert (row["program"], row["total"], row["granted"], row["pending"]) == ("nlp", 3, 1, 2)

@@ -6,10 +6,10 @@ import itertools
 import pytest
 from django.utils import timezone
 
-from budgets.exceptions import services
-from budgets.exceptions.errors import InvalidTransition
-from budgets.exceptions.models import ExceptionRequest, State
-from budgets.exceptions.workflow import ALLOWED, transition
+from exceptions import services
+from exceptions.errors import InvalidTransition
+from exceptions.models import ExceptionRequest, State
+from exceptions.workflow import ALLOWED, transition
 from scheduling.models import JobEvent
 
 EXPECTED = {

@@ -1,7 +1,7 @@
 import pytest
 from django.core.management import call_command
 
-from budgets.exceptions.models import ExceptionRequest
+from exceptions.models import ExceptionRequest
 from scheduling.models import Cluster, Job
 
 

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils.module_loading import import_string
 
-SEEDERS = ["budgets.demo.seed", "scheduling.demo.seed", "budgets.exceptions.demo.seed"]
+SEEDERS = ["budgets.demo.seed", "scheduling.demo.seed", "exceptions.demo.seed"]
 
 
 class Command(BaseCommand):

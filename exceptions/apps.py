@@ -2,8 +2,8 @@ from django.apps import AppConfig
 
 
 class ExceptionsConfig(AppConfig):
-    """Its own app inside the budgets package so its migrations never collide with budgets'."""
+    """The approval workflow: it acts on budgets and on jobs, so it sits above both."""
 
-    name = "budgets.exceptions"
+    name = "exceptions"
     label = "exceptions"
     verbose_name = "Exceptions"

@@ -12,8 +12,8 @@ from django.db.models import Q
 from django.http import Http404
 
 from budgets import access as budget_access
-from budgets.exceptions import approvers
-from budgets.exceptions.models import ExceptionRequest, State
+from exceptions import approvers
+from exceptions.models import ExceptionRequest, State
 
 
 def visible_requests(user):

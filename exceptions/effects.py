@@ -23,10 +23,10 @@ from decimal import Decimal
 from django.db import transaction
 
 from budgets.errors import BudgetError
-from budgets.exceptions.errors import ExceptionValidationError
-from budgets.exceptions.models import ExceptionEvent, ExceptionRequest, Kind
 from budgets.models import BudgetNode, Grant
 from budgets.periods import BudgetPeriod
+from exceptions.errors import ExceptionValidationError
+from exceptions.models import ExceptionEvent, ExceptionRequest, Kind
 
 CENT = Decimal("0.01")
 
@@ -125,8 +125,8 @@ def _raises_needed(node, amount, period) -> list[tuple[BudgetNode, Decimal]]:
 
 
 def _topup(request, actor, now) -> dict:
-    from budgets.exceptions.approvers import leadership_covering
     from budgets.services import set_grant
+    from exceptions.approvers import leadership_covering
 
     period = BudgetPeriod.current(now)
     node = request.node

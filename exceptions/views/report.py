@@ -3,8 +3,8 @@
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
-from budgets.exceptions.access import visible_requests
-from budgets.exceptions.report import monthly_by_program
+from exceptions.access import visible_requests
+from exceptions.report import monthly_by_program
 
 
 @login_required

@@ -8,7 +8,7 @@ from decimal import Decimal
 from django.db.models import Count, Sum
 from django.db.models.functions import TruncMonth
 
-from budgets.exceptions.models import ExceptionRequest, State
+from exceptions.models import ExceptionRequest, State
 
 GRANTED = (State.APPROVED, State.ACTIVE, State.EXPIRED)
 

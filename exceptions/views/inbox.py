@@ -6,9 +6,9 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from budgets.exceptions import access, notifications, services
-from budgets.exceptions.errors import ExceptionError
-from budgets.exceptions.forms import DecisionForm
+from exceptions import access, notifications, services
+from exceptions.errors import ExceptionError
+from exceptions.forms import DecisionForm
 
 
 @login_required

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from budgets.exceptions.models import ExceptionRequest, Notification
+from exceptions.models import ExceptionRequest, Notification
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from budgets.exceptions.views import inbox, report, requests
+from exceptions.views import inbox, report, requests
 
 urlpatterns = [
     path("exceptions/", inbox.inbox, name="exception-inbox"),

@@ -6,10 +6,10 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from budgets import access as budget_access
-from budgets.exceptions import access, services
-from budgets.exceptions.errors import ExceptionError
-from budgets.exceptions.forms import ProtectionForm, ReservationForm, TopupForm
-from budgets.exceptions.models import Kind
+from exceptions import access, services
+from exceptions.errors import ExceptionError
+from exceptions.forms import ProtectionForm, ReservationForm, TopupForm
+from exceptions.models import Kind
 
 
 def _file(request, form, kind, target, title, template_ctx, **fields):

@@ -1,6 +1,6 @@
 from rest_framework.routers import SimpleRouter
 
-from budgets.exceptions.api import ExceptionViewSet
+from exceptions.api import ExceptionViewSet
 
 router = SimpleRouter()
 router.register("exceptions", ExceptionViewSet, basename="exception")

@@ -7,10 +7,10 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from budgets.exceptions import services
-from budgets.exceptions.access import get_request_for_user, visible_requests
-from budgets.exceptions.errors import ExceptionError, ExceptionPermissionError
-from budgets.exceptions.serializers import (
+from exceptions import services
+from exceptions.access import get_request_for_user, visible_requests
+from exceptions.errors import ExceptionError, ExceptionPermissionError
+from exceptions.serializers import (
     DecisionSerializer,
     ExceptionCreateSerializer,
     ExceptionSerializer,

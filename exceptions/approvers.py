@@ -23,8 +23,8 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q
 
 from budgets import access
-from budgets.exceptions.models import ExceptionRequest, Kind
 from budgets.models import BudgetNode, Role, RoleKind
+from exceptions.models import ExceptionRequest, Kind
 
 CLUSTER_ADMIN = "cluster_admin"
 MANAGER = "manager"

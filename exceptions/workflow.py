@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from budgets.exceptions.errors import InvalidTransition
-from budgets.exceptions.models import ExceptionEvent, ExceptionRequest, State
+from exceptions.errors import InvalidTransition
+from exceptions.models import ExceptionEvent, ExceptionRequest, State
 
 ALLOWED: dict[str, frozenset[str]] = {
     State.SUBMITTED: frozenset({State.APPROVED, State.REJECTED, State.WITHDRAWN}),

@@ -14,9 +14,9 @@ from django.utils.dateparse import parse_datetime
 
 from budgets import access
 from budgets.errors import BudgetValidationError
-from budgets.exceptions.errors import ExceptionPermissionError, ExceptionValidationError
-from budgets.exceptions.models import OPEN_STATES, ExceptionRequest, Kind
 from budgets.models import BudgetNode
+from exceptions.errors import ExceptionPermissionError, ExceptionValidationError
+from exceptions.models import OPEN_STATES, ExceptionRequest, Kind
 
 MAX_JUSTIFICATION = 4000
 

@@ -3,7 +3,7 @@ recording its history event (and its notifications) in the same transaction.
 
 Unlike the budget services, these check *who* as well as *what*: the rules of who may request
 and who may decide are the heart of the workflow, so the views and the API cannot skip them.
-The pages and the API still resolve visibility first (`budgets.exceptions.access`), so an
+The pages and the API still resolve visibility first (`exceptions.access`), so an
 outsider gets a 404 before reaching here.
 """
 
@@ -16,16 +16,16 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from budgets.exceptions import approvers, effects, validation
-from budgets.exceptions.errors import (
+from budgets.models import BudgetNode
+from exceptions import approvers, effects, validation
+from exceptions.errors import (
     ExceptionPermissionError,
     ExceptionValidationError,
     InvalidTransition,
 )
-from budgets.exceptions.models import Approval, ExceptionEvent, ExceptionRequest, Kind, State
-from budgets.exceptions.notifications import notify
-from budgets.exceptions.workflow import transition
-from budgets.models import BudgetNode
+from exceptions.models import Approval, ExceptionEvent, ExceptionRequest, Kind, State
+from exceptions.notifications import notify
+from exceptions.workflow import transition
 
 
 def protection_valid_h() -> float:

@@ -1,7 +1,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from budgets.exceptions.models import ExceptionRequest, Kind
+from exceptions.models import ExceptionRequest, Kind
 
 
 class ExceptionCreateSerializer(serializers.Serializer):

@@ -8,9 +8,9 @@ import datetime as dt
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from budgets.exceptions import services
-from budgets.exceptions.models import ExceptionRequest
 from budgets.models import BudgetNode
+from exceptions import services
+from exceptions.models import ExceptionRequest
 
 
 def seed() -> str:

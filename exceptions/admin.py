@@ -4,7 +4,7 @@ and the API, so the workflow's rules and effects cannot be skipped from the admi
 from django.contrib import admin
 
 from budgets.admin import ReadOnlyAdmin
-from budgets.exceptions.models import Approval, ExceptionEvent, ExceptionRequest, Notification
+from exceptions.models import Approval, ExceptionEvent, ExceptionRequest, Notification
 
 
 class ReadOnlyInline(admin.TabularInline):

@@ -29,8 +29,8 @@ def _each(ids, service, now) -> int:
 
 
 def activate_due(now) -> int:
-    from budgets.exceptions.models import ExceptionRequest, State
-    from budgets.exceptions.services import activate_exception
+    from exceptions.models import ExceptionRequest, State
+    from exceptions.services import activate_exception
 
     ids = ExceptionRequest.objects.filter(
         Q(starts_at__isnull=True) | Q(starts_at__lte=now), state=State.APPROVED
@@ -39,8 +39,8 @@ def activate_due(now) -> int:
 
 
 def expire_due(now) -> int:
-    from budgets.exceptions.models import ExceptionRequest, Kind, State
-    from budgets.exceptions.services import expire_exception
+    from exceptions.models import ExceptionRequest, Kind, State
+    from exceptions.services import expire_exception
 
     # Protections also end with their job, whatever their end time: look at all of them.
     ids = ExceptionRequest.objects.filter(
@@ -52,9 +52,9 @@ def expire_due(now) -> int:
 def escalate_due(now) -> int:
     from datetime import timedelta
 
-    from budgets.exceptions.approvers import escalate_after_h
-    from budgets.exceptions.models import ExceptionRequest, State
-    from budgets.exceptions.services import escalate_exception
+    from exceptions.approvers import escalate_after_h
+    from exceptions.models import ExceptionRequest, State
+    from exceptions.services import escalate_exception
 
     cutoff = now - timedelta(hours=escalate_after_h())
     ids = ExceptionRequest.objects.filter(
@@ -65,7 +65,7 @@ def escalate_due(now) -> int:
     return _each(ids, escalate_exception, now)
 
 
-@shared_task(name="budgets.exceptions.tasks.housekeeping", ignore_result=True)
+@shared_task(name="exceptions.tasks.housekeeping", ignore_result=True)
 def housekeeping() -> dict:
     """Activate approved requests whose start has come, expire active ones past their end,
     escalate stale ones. A failure on one request is logged and does not stop the others."""

@@ -1,7 +1,7 @@
 """Exception requests, their approvals, their history and the in-app notifications.
 
-State changes go through `budgets.exceptions.workflow.transition` only; every other write goes
-through `budgets.exceptions.services`.
+State changes go through `exceptions.workflow.transition` only; every other write goes
+through `exceptions.services`.
 """
 
 from django.conf import settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from budgets.exceptions.models import ExceptionRequest, Kind, State
+from exceptions.models import ExceptionRequest, Kind, State
 
 
 def reservations_for_cluster(cluster, now: dt.datetime) -> list:

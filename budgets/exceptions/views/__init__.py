@@ -1,2 +1,0 @@
-"""Exception pages, one module per feature: requests (new, detail, withdraw), the inbox, the
-report. Views parse, authorise through `budgets.exceptions.access`, call one service, render."""

@@ -1,0 +1,33 @@
+"""The one place the scheduling logic hands work to Celery.
+
+Tasks are named, not imported: `tasks.py` imports the logic, and the logic enqueues through
+here, so no import circle runs through the tasks. Every enqueue waits for the surrounding
+transaction to commit, so a worker never reads decisions that could still roll back.
+"""
+
+from __future__ import annotations
+
+from celery import current_app
+from django.db import transaction
+
+DISPATCH_START = "scheduling.tasks.dispatch_start"
+DISPATCH_STOP = "scheduling.tasks.dispatch_stop"
+MIRROR_DRAIN = "scheduling.tasks.mirror_drain"
+
+
+def on_commit(task_name: str, *args: object) -> None:
+    """Send `task_name(*args)` once the current transaction commits (at once outside one)."""
+    signature = current_app.signature(task_name, args=args)
+    transaction.on_commit(signature.delay)
+
+
+def start(job_id: int, attempt_key: str) -> None:
+    on_commit(DISPATCH_START, job_id, attempt_key)
+
+
+def stop(job_id: int, attempt_key: str, *, cancel: bool) -> None:
+    on_commit(DISPATCH_STOP, job_id, attempt_key, cancel)
+
+
+def mirror_drain(node_id: int) -> None:
+    on_commit(MIRROR_DRAIN, node_id)
