@@ -9,12 +9,22 @@ so that no call can hang a Celery worker and so that callers only ever see
   retrying the same request will not help.
 
 A ``prefix`` (e.g. ``ssh -o BatchMode=yes slurm-login``) runs the commands on another host, which
-is how Allot talks to a cluster whose submit host is not the one it runs on.
+is how Allot talks to a cluster whose submit host is not the one it runs on. A prefix is a remote
+shell: it is given the whole command as *one* argument, quoted with :func:`shlex.join`, because
+ssh concatenates its arguments and the login node's shell parses them again (unquoted, a job's
+``train.py; curl … | sh`` would run on the login node at dispatch). Any prefix must therefore
+take a shell command line as its last argument (``ssh host``, ``sh -c``, ``runuser -u U -- sh -c``).
+
+Every command runs with an explicit minimal environment (:func:`minimal_env`) plus what the
+backend sets (``SLURM_CONF``), never the worker's: Allot's database and broker URLs, secrets and
+settings module must not reach a cluster, least of all a job.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import pwd
 import re
 import shlex
 import signal
@@ -26,6 +36,20 @@ from dataclasses import dataclass
 from .base import BackendError, BackendUnavailable
 
 DEFAULT_TIMEOUT_S = 30.0
+SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def minimal_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The whole environment of a backend command: a fixed PATH and locale, and who we are
+    (from the password database, not from the worker's variables), plus ``extra``."""
+    env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+    try:
+        me = pwd.getpwuid(os.getuid())
+        env.update(HOME=me.pw_dir, USER=me.pw_name, LOGNAME=me.pw_name)
+    except KeyError:  # pragma: no cover - a uid without a passwd entry (some containers)
+        pass
+    env.update(extra or {})
+    return env
 
 
 @dataclass(frozen=True)
@@ -73,13 +97,14 @@ class CommandRunner:
     def run(
         self, args: Sequence[str], *, check: bool = True, timeout_s: float | None = None
     ) -> CommandResult:
-        """Run ``prefix + args``. With ``check`` a non-zero exit raises; without it the caller
-        reads the return code itself (e.g. ``scancel`` of an id that is gone). A timeout or an
-        unreachable server raises :class:`BackendUnavailable` either way."""
-        full = (*self.prefix, *args)
+        """Run ``args`` (through the prefix, quoted as one shell command line, if there is
+        one). With ``check`` a non-zero exit raises; without it the caller reads the return
+        code itself (e.g. ``scancel`` of an id that is gone). A timeout or an unreachable
+        server raises :class:`BackendUnavailable` either way."""
+        full = (*self.prefix, shlex.join(args)) if self.prefix else tuple(args)
         timeout = self.timeout_s if timeout_s is None else timeout_s
         started = time.monotonic()
-        env = {**os.environ, **self.env} if self.env else None
+        env = minimal_env(self.env)
         try:
             # A new session, so that a timeout kills the whole group (ssh and its children
             # included), not just the first process.
@@ -95,6 +120,8 @@ class CommandRunner:
         except FileNotFoundError as exc:
             raise BackendUnavailable(f"{self.label}: command not found: {full[0]}") from exc
         except OSError as exc:
+            if exc.errno == errno.E2BIG:  # this request is too big; the cluster is fine
+                raise BackendError(f"{self.label}: {args[0]}: command line too long") from exc
             raise BackendUnavailable(f"{self.label}: cannot run {full[0]}: {exc}") from exc
         try:
             stdout, stderr = proc.communicate(timeout=timeout)

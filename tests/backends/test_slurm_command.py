@@ -70,9 +70,39 @@ def test_the_error_line_is_the_last_one_that_names_an_error():
 
 
 def test_a_prefix_runs_the_commands_through_another_program():
-    runner = CommandRunner(prefix="env ALLOT_PREFIX_TEST=1")
+    runner = CommandRunner(prefix="env ALLOT_PREFIX_TEST=1 sh -c")
     result = runner.run(["sh", "-c", "echo $ALLOT_PREFIX_TEST"])
     assert result.stdout.strip() == "1"
+
+
+TRICKY = """python train.py --name 'a b' "c'd"; echo pwned > /tmp/x | sh $HOME `id`"""
+
+
+def test_with_a_prefix_every_argument_reaches_the_other_side_as_one_argument():
+    # A prefix is a remote shell (ssh host, sh -c): it re-parses one command line, so each
+    # argument is quoted for it. Unquoted, the `;` would run `echo pwned` at dispatch.
+    runner = CommandRunner(prefix="sh -c")
+    result = runner.run(["printf", "%s\\n", TRICKY, "second"])
+    assert result.stdout.splitlines() == [TRICKY, "second"]
+
+
+def test_a_command_runs_with_a_minimal_environment_never_the_workers(monkeypatch):
+    for name in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "ALLOT_SECRET_KEY"):
+        monkeypatch.setenv(name, "leaked")
+    runner = CommandRunner(env={"SLURM_CONF": "/etc/slurm/other.conf"})
+    seen = dict(
+        line.split("=", 1) for line in runner.run(["env"]).stdout.splitlines() if "=" in line
+    )
+    assert "leaked" not in seen.values()
+    assert seen["SLURM_CONF"] == "/etc/slurm/other.conf"
+    assert set(seen) <= {"PATH", "LANG", "LC_ALL", "HOME", "USER", "LOGNAME", "SLURM_CONF"}
+
+
+def test_a_command_too_long_for_the_kernel_is_refused_not_unavailable():
+    # One argument over MAX_ARG_STRLEN (128 KiB): E2BIG is about this request, not the cluster.
+    with pytest.raises(BackendError, match="too long") as caught:
+        CommandRunner().run(["true", "x" * 200_000])
+    assert not isinstance(caught.value, BackendUnavailable)
 
 
 def test_a_slurm_backend_pointed_at_a_hanging_command_is_unavailable_for_every_call():
