@@ -8,7 +8,7 @@ from django.contrib import admin, messages
 from scheduling import discovery, services
 from scheduling.backends.base import BackendError, get_backend
 from scheduling.errors import JobError
-from scheduling.models import Cluster, Job, JobEvent, Node
+from scheduling.models import Cluster, Job, JobEvent, Node, PosixAccount
 
 JOB_STATE_FIELDS = (
     "state",
@@ -27,6 +27,7 @@ JOB_STATE_FIELDS = (
     "gpu_utilization",
     "low_utilization_since",
     "exit_code",
+    "last_error",
     "pending_code",
     "pending_message",
     "queue_position",
@@ -191,3 +192,12 @@ class JobAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # jobs are submitted through the portal or the API, which validate them
+
+
+@admin.register(PosixAccount)
+class PosixAccountAdmin(admin.ModelAdmin):
+    """The Unix account each user's jobs run as (also ``manage.py posix_account``)."""
+
+    list_display = ("user", "name", "uid", "gid", "updated_at")
+    search_fields = ("user__username", "name")
+    raw_id_fields = ("user",)

@@ -10,15 +10,31 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduling import enqueue
-from scheduling.backends.base import Backend, LaunchSpec, get_backend
+from scheduling.backends.base import Backend, BackendError, LaunchSpec, get_backend
 from scheduling.models import Cluster, Job, Node
 
 
 def backend_for(cluster: Cluster) -> Backend:
-    return get_backend(cluster.backend, cluster.name, cluster.options)
+    return get_backend(cluster.backend, cluster.name, cluster.options, tag_secret(cluster.name))
+
+
+def tag_secret(cluster_name: str) -> bytes:
+    """The key that signs this cluster's backend tags, derived from SECRET_KEY: only Allot can
+    write a tag that its backends will adopt."""
+    from django.utils.crypto import salted_hmac
+
+    return salted_hmac("allot.backend-tag", cluster_name, algorithm="sha256").digest()
 
 
 def launch_spec(job: Job) -> LaunchSpec:
+    """What the backend needs to start ``job``, as its owner's POSIX account. A job on a real
+    cluster whose owner has no account (removed after submission) is refused here."""
+    from scheduling import identity
+
+    why = identity.problem(job.owner, job.cluster)
+    if why:
+        raise BackendError(why)
+    account = identity.account_of(job.owner)
     per_node = max((gpus for _, gpus in job.nodes), default=job.gpus)
     remaining = None
     if job.sim_duration_s is not None:
@@ -34,6 +50,9 @@ def launch_spec(job: Job) -> LaunchSpec:
         gpus_per_node=per_node,
         command=job.command or "true",
         sim_duration_s=remaining,
+        posix_user=account.name if account else "",
+        uid=account.uid if account else None,
+        gid=account.gid if account else None,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
@@ -70,6 +71,47 @@ class Node(models.Model):
         return self.name
 
 
+# POSIX's portable user names, as Debian's useradd accepts them; never root.
+POSIX_NAME_PATTERN = r"^[a-z_][a-z0-9_-]{0,31}$"
+
+
+class PosixAccount(models.Model):
+    """The Unix account a user's jobs run as on Slurm and Kubernetes clusters (never Allot's
+    service account). Set with ``manage.py posix_account``, in the admin, or later from SSO
+    claims. ``uid``/``gid`` are needed for Kubernetes (the pod's runAsUser/runAsGroup); Slurm
+    only needs the name."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="posix_account"
+    )
+    name = models.CharField(
+        max_length=32,
+        unique=True,
+        validators=[
+            RegexValidator(POSIX_NAME_PATTERN, "a POSIX user name: a-z, 0-9, _ and -"),
+            RegexValidator(r"^root$", "jobs never run as root", inverse_match=True),
+        ],
+    )
+    uid = models.PositiveIntegerField(null=True, blank=True, unique=True)
+    gid = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=~Q(name="root"), name="posix_account_not_root"),
+            models.CheckConstraint(
+                condition=Q(uid__isnull=True) | Q(uid__gt=0), name="posix_account_uid_not_root"
+            ),
+            models.CheckConstraint(
+                condition=Q(gid__isnull=True) | Q(gid__gt=0), name="posix_account_gid_not_root"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        ids = f" ({self.uid}:{self.gid})" if self.uid is not None else ""
+        return f"{self.name}{ids}"
+
+
 JOB_STATES = ["pending", "running", "preempted", "completed", "failed", "cancelled"]
 
 
@@ -124,6 +166,9 @@ class Job(models.Model):
     gpu_utilization = models.FloatField(null=True, blank=True)
     low_utilization_since = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
+    # The backend's last refusal for this job (a submit, stop or sync step that failed for this
+    # job alone); shown on the job's page. Cleared by nothing: it is history, like events.
+    last_error = models.TextField(blank=True)
 
     # Written by each scheduling pass for waiting jobs.
     pending_code = models.CharField(max_length=32, blank=True)

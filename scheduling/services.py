@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from scheduling import identity
 from scheduling.errors import JobPermissionError, JobValidationError
 from scheduling.models import Cluster, Job, JobEvent, Node
 from scheduling.transitions import transition
@@ -96,6 +97,7 @@ def validate_request(user, request: JobRequest) -> tuple[Cluster, object]:
     if request.sim_duration_s is not None and not 1 <= request.sim_duration_s <= MAX_SIM_DURATION_S:
         raise JobValidationError("sim_duration_s", "must be between 1 s and 90 days")
     cluster = _cluster_for(request.cluster)
+    identity.check_can_submit(user, cluster)
     project = _project_for(user, request.project)
     _check_shape(request, cluster)
     _check_runtime(request)

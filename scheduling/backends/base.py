@@ -44,6 +44,11 @@ class LaunchSpec:
     command: str
     time_limit_s: int | None = None
     sim_duration_s: int | None = None  # simulated backend only
+    # The owner's POSIX account the job runs as (Slurm: sudo -u; Kubernetes: runAsUser and
+    # runAsGroup). Empty only where a backend runs jobs as its own user (simulated, tests).
+    posix_user: str = ""
+    uid: int | None = None
+    gid: int | None = None
 
 
 class RemoteState(StrEnum):
@@ -73,6 +78,9 @@ class Backend(abc.ABC):
     """A cluster backend. Every method may raise BackendUnavailable or BackendError."""
 
     name: str = "abstract"
+    # The key a backend signs its tags with and checks them against (see SlurmBackend); set by
+    # get_backend's caller. None only for a backend built bare (parsing tests).
+    secret: bytes | None = None
 
     def __init__(self, cluster_name: str, options: dict[str, str] | None = None):
         self.cluster_name = cluster_name
@@ -117,7 +125,12 @@ def backend_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get_backend(kind: str, cluster_name: str, options: dict[str, str] | None = None) -> Backend:
+def get_backend(
+    kind: str,
+    cluster_name: str,
+    options: dict[str, str] | None = None,
+    secret: bytes | None = None,
+) -> Backend:
     import importlib
 
     try:
@@ -128,4 +141,6 @@ def get_backend(kind: str, cluster_name: str, options: dict[str, str] | None = N
         ) from None
     module_name, class_name = dotted.rsplit(".", 1)
     cls = getattr(importlib.import_module(module_name), class_name)
-    return cls(cluster_name, options)
+    backend = cls(cluster_name, options)
+    backend.secret = secret
+    return backend

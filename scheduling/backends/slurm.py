@@ -20,6 +20,11 @@ The parsers are pure functions tested round-trip on captured real output
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import logging
+import os
+import pwd
 from dataclasses import replace
 
 from .base import (
@@ -53,6 +58,8 @@ from .slurm_parse import (  # noqa: F401 - the parsers are part of this module's
     sbatch_args,
     slurm_duration,
 )
+
+log = logging.getLogger(__name__)
 
 # Slurm clients retry for a few seconds and then say one of these; none of them is a refusal.
 UNAVAILABLE_PATTERNS = (
@@ -94,6 +101,9 @@ class SlurmBackend(Backend):
             self.sacct_window_h = max(1, int(self.options.get("sacct_window_h", 48)))
         except ValueError as exc:
             raise BackendError("slurm: sacct_window_h must be a whole number of hours") from exc
+        # Who Allot itself is on the submit host: jobs of this user are acted on directly, any
+        # other user's through `sudo -n -u USER` (see docs/slurm.md, "Identity").
+        self.service_user = self.options.get("service_user") or _local_user()
         env = {"SLURM_CONF": self.options["slurm_conf"]} if self.options.get("slurm_conf") else {}
         self.runner = CommandRunner(
             timeout_s=float(self.options.get("command_timeout", 30)),
@@ -137,7 +147,7 @@ class SlurmBackend(Backend):
         args = ["sacct", "--json", *self._sacct_window()]
         try:
             text = self.runner.run(args).stdout
-            jobs = parse_sacct_json(text, self.tag, self.cluster_name)
+            jobs = self._trusted(parse_sacct_json(text, self.tag, self.cluster_name))
         except BackendUnavailable as exc:
             if self.accounting is None and "command not found" in str(exc):
                 return self._accounting_off(exc)
@@ -181,7 +191,61 @@ class SlurmBackend(Backend):
 
     def _jobs(self) -> list[RemoteJob]:
         text = self.runner.run(["squeue", "--json"]).stdout
-        return parse_squeue_json(text, self.tag, self.cluster_name)
+        return self._trusted(parse_squeue_json(text, self.tag, self.cluster_name))
+
+    # trust: only what Allot made
+    def _signature(self, job_id: int, attempt_key: str, slurm_user: str) -> str:
+        """HMAC of what a tag claims *and* the Unix user Allot submitted as, so a tag copied
+        into another user's job (squeue shows everyone's comments) does not verify."""
+        message = "\0".join([self.cluster_name, str(job_id), attempt_key, slurm_user])
+        return hmac.new(self.secret or b"", message.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def _trusted(self, jobs: list[RemoteJob]) -> list[RemoteJob]:
+        """The tagged jobs Allot can prove it created: the tag's signature matches the job's
+        Slurm user as slurmctld reports it. Anything else that looks like Allot's (a forged
+        ``allot:`` comment) is ignored and logged. A backend built without a secret (parsing
+        tests) checks nothing."""
+        if self.secret is None:
+            return jobs
+        kept = []
+        for job in jobs:
+            expected = self._signature(job.job_id, job.attempt_key, job.extra.get("slurm_user", ""))
+            if hmac.compare_digest(job.extra.get("sig", ""), expected):
+                kept.append(job)
+            else:
+                log.warning(
+                    "slurm[%s]: ignoring Slurm job %s of user %r: its %s tag (job %s, attempt "
+                    "%s) is not signed by Allot for that user",
+                    self.cluster_name,
+                    job.external_id,
+                    job.extra.get("slurm_user", ""),
+                    self.tag,
+                    job.job_id,
+                    job.attempt_key,
+                )
+        return kept
+
+    def _comment(self, spec: LaunchSpec) -> str:
+        user = spec.posix_user or self.service_user
+        if self.secret is None:
+            return format_comment(self.tag, self.cluster_name, spec)
+        sig = self._signature(spec.job_id, spec.attempt_key, user)
+        return format_comment(self.tag, self.cluster_name, spec, sig=sig)
+
+    def _as(self, user: str, args: list[str]) -> list[str]:
+        """``args`` run as ``user``: directly when that is Allot itself, else through sudo
+        (non-interactive; sudo resets the environment). The sudoers rule allows only the job
+        commands, only as members of the jobs' group."""
+        if not user or user == self.service_user:
+            return args
+        return ["sudo", "-n", "-u", user, "--", *args]
+
+    def _scancel(self, jobs: list[RemoteJob]) -> None:
+        by_user: dict[str, list[str]] = {}
+        for job in jobs:
+            by_user.setdefault(job.extra.get("slurm_user", ""), []).append(job.external_id)
+        for user, ids in by_user.items():
+            self.runner.run(self._as(user, ["scancel", *ids]), check=False)
 
     # writing
     def submit(self, spec: LaunchSpec) -> RemoteJob:
@@ -200,16 +264,17 @@ class SlurmBackend(Backend):
             held = self._held_for(jobs, spec)
             if held:
                 return self._release(held, spec)
-        comment = format_comment(self.tag, self.cluster_name, spec)
-        result = self.runner.run(sbatch_args(spec, comment, self.options))
+        comment = self._comment(spec)
+        args = sbatch_args(spec, comment, self.options)
+        result = self.runner.run(self._as(spec.posix_user, args))
         external_id = parse_sbatch_parsable(result.stdout)
         try:
             same = self._with_key(self._jobs(), spec.attempt_key)
         except BackendUnavailable:
             # The launch happened; the duplicate check is a second line of defence.
             same = []
-        for extra in same[1:]:
-            self.runner.run(["scancel", extra.external_id], check=False)
+        if same[1:]:
+            self._scancel(same[1:])
         if same:
             return same[0]
         return RemoteJob(spec.job_id, external_id, spec.attempt_key, RemoteState.PENDING)
@@ -219,19 +284,21 @@ class SlurmBackend(Backend):
             comment = job.extra["comment"]
             if ":preempted=1" not in comment:
                 comment += ":preempted=1"
+            owner = job.extra.get("slurm_user", "")
             update = ["scontrol", "update", f"jobid={job.external_id}", f"comment={comment}"]
-            self.runner.run(update)
+            self.runner.run(self._as(owner, update))
             if self.options["preempt_mode"] == "requeue":
-                self.runner.run(["scontrol", "requeuehold", job.external_id])
+                self.runner.run(self._as(owner, ["scontrol", "requeuehold", job.external_id]))
             else:
-                self.runner.run(["scancel", job.external_id], check=False)
+                self._scancel([job])
 
     def cancel(self, job_id: int, external_id: str) -> None:
-        """``scancel`` exits 0 for ids it does not know; an empty external id (a submit that
-        never came back) cancels whatever Slurm runs for that Allot job."""
-        ids = [external_id] if external_id else [j.external_id for j in self._targets(job_id, "")]
-        if ids:
-            self.runner.run(["scancel", *ids], check=False)
+        """Cancel the live Slurm job(s) of this Allot job, as their owner; an empty external id
+        (a submit that never came back) cancels whatever Slurm runs for that Allot job. Only
+        jobs Allot can prove it created are touched; one already gone is not an error."""
+        targets = self._targets(job_id, external_id)
+        if targets:
+            self._scancel(targets)
 
     def drain_node(self, node: str, reason: str) -> None:
         self.runner.run(
@@ -256,23 +323,32 @@ class SlurmBackend(Backend):
         ]
 
     def _held_for(self, jobs: list[RemoteJob], spec: LaunchSpec) -> RemoteJob | None:
+        user = spec.posix_user or self.service_user
         for job in jobs:
             if job.job_id == spec.job_id and job.state is RemoteState.PREEMPTED:
-                if job.extra["slurm_state"] == "PENDING":
+                mine = job.extra.get("slurm_user") in {user, ""}  # "" in parsing tests
+                if job.extra["slurm_state"] == "PENDING" and mine:
                     return job
         return None
 
     def _release(self, held: RemoteJob, spec: LaunchSpec) -> RemoteJob:
-        comment = format_comment(self.tag, self.cluster_name, spec)
-        self.runner.run(
-            [
-                "scontrol",
-                "update",
-                f"jobid={held.external_id}",
-                f"comment={comment}",
-                f"nodelist={','.join(spec.nodes)}",
-                f"numnodes={len(spec.nodes)}",
-            ]
-        )
-        self.runner.run(["scontrol", "release", held.external_id])
+        comment = self._comment(spec)
+        owner = held.extra.get("slurm_user", "")
+        update = [
+            "scontrol",
+            "update",
+            f"jobid={held.external_id}",
+            f"comment={comment}",
+            f"nodelist={','.join(spec.nodes)}",
+            f"numnodes={len(spec.nodes)}",
+        ]
+        self.runner.run(self._as(owner, update))
+        self.runner.run(self._as(owner, ["scontrol", "release", held.external_id]))
         return RemoteJob(spec.job_id, held.external_id, spec.attempt_key, RemoteState.PENDING)
+
+
+def _local_user() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # pragma: no cover - a uid without a passwd entry
+        return ""

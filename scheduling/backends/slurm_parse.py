@@ -167,6 +167,8 @@ def job_from_json(job: dict, tag: str = "allot") -> RemoteJob | None:
         ended_at=float(job["end_time"]) if finished and job.get("end_time") else None,
         extra={
             "cluster": fields.get("cluster", ""),
+            "sig": fields.get("sig", ""),
+            "slurm_user": job.get("user_name") or "",  # slurmctld's word (munge), not the tag's
             "comment": job.get("comment") or "",
             "slurm_state": slurm_state,
             "reason": job.get("state_reason") or "",
@@ -247,6 +249,8 @@ def sacct_job_from_json(job: dict, tag: str = "allot") -> RemoteJob | None:
         ended_at=float(end) if finished and end else None,
         extra={
             "cluster": fields.get("cluster", ""),
+            "sig": fields.get("sig", ""),
+            "slurm_user": job.get("user") or "",
             "comment": comment or "",
             "slurm_state": slurm_state,
             "reason": (raw_state or {}).get("reason") if isinstance(raw_state, dict) else "",
@@ -383,6 +387,9 @@ def sbatch_args(spec: LaunchSpec, comment: str, options: dict[str, str]) -> list
         f"--ntasks-per-node={options.get('tasks_per_node', '1')}",
         f"--output={options.get('output', '/dev/null')}",
         f"--chdir={options.get('workdir', '/tmp')}",
+        # The job gets none of the submitting process's variables (sudo already reset them;
+        # this also holds when Allot submits without sudo or over ssh).
+        "--export=NONE",
         # cancel mode: Allot restarts preempted work itself, so Slurm must not requeue it too.
         "--requeue" if options.get("preempt_mode") == "requeue" else "--no-requeue",
     ]

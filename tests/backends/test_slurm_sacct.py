@@ -15,6 +15,7 @@ from scheduling.backends.base import BackendError, BackendUnavailable, RemoteJob
 from scheduling.backends.command import CommandResult
 from scheduling.backends.slurm import SlurmBackend, merge_accounting
 from scheduling.models import Job
+from scheduling.identity import set_account
 from scheduling.services import JobRequest, submit_job
 from tests.scheduling.conftest import make_cluster
 
@@ -167,6 +168,7 @@ def _running_attempt(researcher, tmp_path, accounting):
     cluster = make_cluster(
         tmp_path, name="allot-test", backend="slurm", options={"accounting": accounting}
     )
+    set_account(researcher, "researcher")  # jobs on Slurm run as their owner's account
     job = submit_job(
         researcher,
         JobRequest(name="t", project="nlp/olmo", cluster="allot-test", gpus=1, min_runtime_s=60),
