@@ -7,6 +7,8 @@ transaction to commit, so a worker never reads decisions that could still roll b
 
 from __future__ import annotations
 
+import importlib
+
 from celery import current_app
 from django.db import transaction
 
@@ -17,8 +19,16 @@ MIRROR_DRAIN = "scheduling.tasks.mirror_drain"
 
 def on_commit(task_name: str, *args: object) -> None:
     """Send `task_name(*args)` once the current transaction commits (at once outside one)."""
-    signature = current_app.signature(task_name, args=args)
-    transaction.on_commit(signature.delay)
+
+    def send() -> None:
+        # Through the registered task, so that apply_async honours task_always_eager (a bare
+        # signature goes through send_task, which ignores it). The module is imported here,
+        # at send time, so no import circle runs through the tasks.
+        if task_name not in current_app.tasks:
+            importlib.import_module(task_name.rpartition(".")[0])
+        current_app.tasks[task_name].apply_async(args=args)
+
+    transaction.on_commit(send)
 
 
 def start(job_id: int, attempt_key: str) -> None:
