@@ -14,8 +14,8 @@ from scheduling import dispatch, reconcile
 from scheduling.backends.base import BackendError, BackendUnavailable, RemoteJob, RemoteState
 from scheduling.backends.command import CommandResult
 from scheduling.backends.slurm import SlurmBackend, merge_accounting
-from scheduling.models import Job
 from scheduling.identity import set_account
+from scheduling.models import Job
 from scheduling.services import JobRequest, submit_job
 from tests.scheduling.conftest import make_cluster
 

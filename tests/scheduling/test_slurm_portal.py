@@ -1,15 +1,21 @@
 """End to end on a real slurmctld: a job submitted through the portal's API runs in Slurm on
-exactly the nodes the engine chose, and cancelling it in the portal cancels it in Slurm."""
+exactly the nodes the engine chose, as its owner's POSIX account and with none of Allot's
+environment, and cancelling it in the portal cancels it in Slurm. The Unix user allot-alice is
+made by scripts/identity-up.sh (run by slurm-up.sh)."""
 
 import fcntl
+import pwd
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
 from scheduling import dispatch
 from scheduling.backends.base import RemoteState
 from scheduling.discovery import register_cluster
+from scheduling.identity import set_account
 from scheduling.models import Job
 from tests.backends.test_slurm_cluster import LOCK, controller_answers
 from tests.conftest import service_missing
@@ -46,9 +52,23 @@ def _remote(cluster, attempt_key, timeout=60):
     return None
 
 
-def test_a_portal_job_runs_in_slurm_on_the_nodes_the_engine_chose(
-    client, researcher, slurm_cluster, run_pass, committed
+def test_a_portal_job_runs_in_slurm_on_the_nodes_the_engine_chose_as_its_owner(
+    client, researcher, slurm_cluster, run_pass, committed, monkeypatch
 ):
+    try:
+        pwd.getpwnam("allot-alice")
+    except KeyError:
+        service_missing("no Unix user allot-alice (run scripts/slurm-up.sh as root)")
+    set_account(researcher, "allot-alice")
+    for name, value in [
+        ("DATABASE_URL", "postgres://allot:hunter2@db/allot"),
+        ("REDIS_URL", "redis://broker:6379/0"),
+        ("ALLOT_SECRET_KEY", "do-not-leak"),
+    ]:
+        monkeypatch.setenv(name, value)  # what a worker's environment holds
+    shared = Path(tempfile.mkdtemp(prefix="allot-portal-", dir="/tmp"))
+    shared.chmod(0o1777)  # the job writes here as allot-alice
+    report = shared / "report"
     assert slurm_cluster.nodes.count() >= 2
     assert all(node.gpus == 8 for node in slurm_cluster.nodes.all())
     client.force_login(researcher)
@@ -60,7 +80,7 @@ def test_a_portal_job_runs_in_slurm_on_the_nodes_the_engine_chose(
             "cluster": slurm_cluster.name,
             "gpus": 2,
             "min_runtime_s": 3600,
-            "command": "sleep 300",
+            "command": f"{{ id -un; env; echo END; }} > {report}; sleep 300",
         },
         content_type="application/json",
     )
@@ -75,6 +95,15 @@ def test_a_portal_job_runs_in_slurm_on_the_nodes_the_engine_chose(
     assert remote is not None, "the job never ran in Slurm"
     assert remote.nodes == chosen
     assert remote.external_id == job.external_id
+    deadline = time.monotonic() + 30
+    while not (report.exists() and "END" in report.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    lines = report.read_text().splitlines()
+    assert lines[0] == "allot-alice"
+    names = {line.split("=", 1)[0] for line in lines if "=" in line}
+    assert not {"DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL"} & names
+    assert not [n for n in names if n.startswith("ALLOT_") or "SECRET" in n]
+    assert "hunter2" not in report.read_text()
 
     with committed():
         assert client.post(f"/api/v1/jobs/{job.pk}/cancel/").status_code == 200
