@@ -6,6 +6,7 @@ backend only ever hears about decisions that were committed.
 
 from __future__ import annotations
 
+import secrets
 from datetime import datetime
 
 from scheduling import accounting, dispatch
@@ -40,7 +41,8 @@ def _apply_start(job: Job, decision: m.Start, now: datetime) -> None:
         funded=decision.funded,
         protected_until=from_epoch(decision.protected_until_s),
         attempt=attempt,
-        attempt_key=f"{job.pk}-{attempt}",
+        # Unguessable: no one can plant a backend job under a start's key before Allot makes it.
+        attempt_key=f"{job.pk}-{attempt}-{secrets.token_hex(8)}",
         external_id="",
         dispatched=False,
         last_charged_at=now,

@@ -1,17 +1,28 @@
 """Committed decisions → backend calls, through Celery tasks enqueued after commit.
 
-Every start carries an attempt key (``<job id>-<attempt>``); backends refuse to launch the same
-key twice, so a retried or duplicated dispatch never starts a job twice.
+Every start carries an attempt key (``<job id>-<attempt>-<random>``, unguessable); backends
+refuse to launch the same key twice, so a retried or duplicated dispatch never starts a job
+twice.
 """
 
 from __future__ import annotations
+
+import logging
 
 from django.db import transaction
 from django.utils import timezone
 
 from scheduling import enqueue
-from scheduling.backends.base import Backend, BackendError, LaunchSpec, get_backend
+from scheduling.backends.base import (
+    Backend,
+    BackendError,
+    BackendUnavailable,
+    LaunchSpec,
+    get_backend,
+)
 from scheduling.models import Cluster, Job, Node
+
+log = logging.getLogger(__name__)
 
 
 def backend_for(cluster: Cluster) -> Backend:
@@ -61,11 +72,56 @@ def start_on_backend(job_id: int, attempt_key: str) -> bool:
     job = Job.objects.select_related("cluster", "owner", "project").get(pk=job_id)
     if job.state != Job.State.RUNNING or job.attempt_key != attempt_key:
         return False
-    remote = backend_for(job.cluster).submit(launch_spec(job))
+    try:
+        remote = backend_for(job.cluster).submit(launch_spec(job))
+    except BackendUnavailable:
+        raise  # nothing was decided: the task retries with backoff
+    except BackendError as exc:  # refused: this request will never succeed as it is
+        refuse_start(job.pk, attempt_key, exc)
+        return False
     Job.objects.filter(pk=job.pk, attempt_key=attempt_key).update(
         dispatched=True, external_id=remote.external_id
     )
     return True
+
+
+@transaction.atomic
+def refuse_start(job_id: int, attempt_key: str, error: Exception) -> bool:
+    """The backend refused to start this attempt: the job fails with the backend's words on
+    it (its page shows them), charged only for the time it held its GPUs. Other jobs are not
+    concerned."""
+    from scheduling import accounting
+    from scheduling.transitions import transition
+
+    job = (
+        Job.objects.select_for_update(of=("self",))
+        .select_related("project", "owner", "cluster")
+        .get(pk=job_id)
+    )
+    if job.state != Job.State.RUNNING or job.attempt_key != attempt_key:
+        return False
+    message = str(error)[:2000]
+    log.warning("job %s: the cluster refused to start it: %s", job_id, message)
+    now = timezone.now()
+    accounting.close_run(job, now)
+    transition(
+        job,
+        Job.State.FAILED,
+        now,
+        f"the cluster refused to start it: {message}"[:400],
+        ended_at=now,
+        last_error=message,
+        explanation={},
+    )
+    return True
+
+
+def note_error(job_id: int, what: str, error: Exception) -> None:
+    """Record a backend refusal that concerns one job (a stop that failed, ...) on that job,
+    where its page shows it; the job's state is left for the next sync to settle."""
+    message = f"{what}: {error}"[:2000]
+    log.warning("job %s: %s", job_id, message)
+    Job.objects.filter(pk=job_id).exclude(last_error=message).update(last_error=message)
 
 
 def stop_on_backend(job_id: int, attempt_key: str, cancel: bool = False) -> None:

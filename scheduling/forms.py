@@ -38,7 +38,10 @@ class JobSubmitForm(forms.Form):
         required=False, initial=True, help_text="It can be preempted and resumed later."
     )
     kind = forms.ChoiceField(choices=Job.Kind.choices, initial=Job.Kind.BATCH)
-    command = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    # The API's limit too (serializers.py): far below what one sbatch argument may hold.
+    command = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}), required=False, max_length=10_000
+    )
     sim_duration_hours = forms.DecimalField(
         label="Simulated duration (hours)",
         required=False,

@@ -14,6 +14,7 @@ for what actually runs:
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -21,8 +22,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduling import accounting
-from scheduling.backends.base import Backend, BackendError, RemoteJob, RemoteState
-from scheduling.dispatch import backend_for, requeue_preempted, start_on_backend
+from scheduling.backends.base import (
+    Backend,
+    BackendError,
+    BackendUnavailable,
+    RemoteJob,
+    RemoteState,
+)
+from scheduling.dispatch import backend_for, note_error, requeue_preempted, start_on_backend
 from scheduling.models import Cluster, Job
 from scheduling.transitions import transition
 
@@ -116,30 +123,44 @@ def reconcile_cluster(
     for job in live:
         live_keys.add(job.attempt_key)
         remote = by_key.get(job.attempt_key)
-        if job.state == Job.State.PREEMPTED:
-            if remote is not None and remote.state == RemoteState.RUNNING:
-                backend.preempt(job.pk, remote.external_id)
-            requeue_preempted(job.pk, job.attempt_key)
-            report.stopped.append(job.pk)
-        elif remote is None:
-            if not job.dispatched:
-                start_on_backend(job.pk, job.attempt_key)
-                report.redispatched.append(job.pk)
-            elif _lose(job.pk, job.attempt_key, "the cluster no longer knows this attempt"):
-                report.lost.append(job.pk)
-        elif remote.state == RemoteState.RUNNING or remote.state == RemoteState.PENDING:
-            _record_utilization(job, remote, now)
-        elif remote.state in (RemoteState.COMPLETED, RemoteState.FAILED):
-            if _finish(job.pk, remote):
-                report.finished.append(job.pk)
-        elif remote.state in (RemoteState.PREEMPTED, RemoteState.CANCELLED):
-            if _lose(job.pk, job.attempt_key, f"stopped outside Allot ({remote.state})"):
-                report.lost.append(job.pk)
+        with _this_job_only(job.pk, "reconcile"):
+            if job.state == Job.State.PREEMPTED:
+                if remote is not None and remote.state == RemoteState.RUNNING:
+                    backend.preempt(job.pk, remote.external_id)
+                requeue_preempted(job.pk, job.attempt_key)
+                report.stopped.append(job.pk)
+            elif remote is None:
+                if not job.dispatched:
+                    if start_on_backend(job.pk, job.attempt_key):
+                        report.redispatched.append(job.pk)
+                elif _lose(job.pk, job.attempt_key, "the cluster no longer knows this attempt"):
+                    report.lost.append(job.pk)
+            elif remote.state == RemoteState.RUNNING or remote.state == RemoteState.PENDING:
+                _record_utilization(job, remote, now)
+            elif remote.state in (RemoteState.COMPLETED, RemoteState.FAILED):
+                if _finish(job.pk, remote):
+                    report.finished.append(job.pk)
+            elif remote.state in (RemoteState.PREEMPTED, RemoteState.CANCELLED):
+                if _lose(job.pk, job.attempt_key, f"stopped outside Allot ({remote.state})"):
+                    report.lost.append(job.pk)
     for remote in remote_jobs:
         if remote.state == RemoteState.RUNNING and remote.attempt_key not in live_keys:
-            backend.cancel(remote.job_id, remote.external_id)
-            report.orphans.append(remote.external_id)
+            with _this_job_only(remote.job_id, f"cancelling orphan {remote.external_id}"):
+                backend.cancel(remote.job_id, remote.external_id)
+                report.orphans.append(remote.external_id)
     return report
+
+
+@contextmanager
+def _this_job_only(job_id: int, what: str):
+    """A backend refusal while handling one job is recorded on that job; the loop goes on to
+    the others. A backend that does not answer still stops the whole sync (nothing decided)."""
+    try:
+        yield
+    except BackendUnavailable:
+        raise
+    except BackendError as exc:
+        note_error(job_id, what, exc)
 
 
 def sync_cluster(cluster_id: int) -> ReconcileReport | None:
