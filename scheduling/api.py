@@ -57,9 +57,9 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     @extend_schema(request=None, responses=JobSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        get_job_for_user(request.user, pk, write=True)
+        job = get_job_for_user(request.user, pk, write=True)
         try:
-            job = services.cancel_job(request.user, int(pk))
+            job = services.cancel_job(request.user, job.pk)
         except (JobValidationError, JobPermissionError) as exc:
             _raise_for(exc)
         return Response(JobSerializer(job).data)
