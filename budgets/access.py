@@ -116,6 +116,14 @@ def get_node_for_user(user, pk, write=False) -> BudgetNode:
     return node
 
 
+def leads(user, node) -> bool:
+    """A project lead role on the node or above it."""
+    return any(
+        role == RoleKind.PROJECT_LEAD and path and node.path.startswith(path)
+        for role, path in _roles(user)
+    )
+
+
 def user_projects(user):
     """The leaf projects the user may submit jobs into: leaves under their researcher,
     project lead or program manager roles."""

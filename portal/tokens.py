@@ -33,9 +33,10 @@ def live_tokens(user):
     )
 
 
-def revoke_token(user, digest: str) -> bool:
-    """Revoke one of the user's own tokens; False if they hold no such token."""
-    deleted, _ = AuthToken.objects.filter(user=user, digest=str(digest)[:128]).delete()
+def revoke_token(user, token_key: str) -> bool:
+    """Revoke one of the user's own tokens, named by its first characters (knox's token_key,
+    which is not enough to authenticate); False if they hold no such token."""
+    deleted, _ = AuthToken.objects.filter(user=user, token_key=str(token_key)[:25]).delete()
     return bool(deleted)
 
 

@@ -39,6 +39,19 @@ def get_job_for_user(user, pk, write=False) -> Job:
     return job
 
 
+def can_see_command(user, job) -> bool:
+    """A command holds paths, arguments and, by mistake, secrets: its owner, the leads of its
+    project and cluster admins see it; seeing the job (leadership, managers, colleagues) is
+    not enough."""
+    from budgets.access import is_cluster_admin, leads
+
+    if job.owner_id == user.pk:
+        return True
+    if is_cluster_admin(user):
+        return True
+    return job.project_id is not None and leads(user, job.project)
+
+
 def get_cluster(name_or_pk) -> Cluster:
     pk = parse_id(name_or_pk)
     try:

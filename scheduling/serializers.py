@@ -1,6 +1,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from scheduling.access import can_see_command
 from scheduling.models import Cluster, Job, Node
 
 MAX_COMMAND = 10_000  # the page's form and the API alike
@@ -34,6 +35,7 @@ class JobSerializer(serializers.ModelSerializer):
     cluster = serializers.CharField(source="cluster.name", read_only=True)
     pending_reason = serializers.SerializerMethodField()
     nodes = serializers.SerializerMethodField()
+    command = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -65,6 +67,19 @@ class JobSerializer(serializers.ModelSerializer):
             "gpu_utilization",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(
+        serializers.CharField(
+            allow_null=True,
+            help_text="Shown to the job's owner, its project's leads and cluster admins; null "
+            "for anyone else.",
+        )
+    )
+    def get_command(self, job) -> str | None:
+        request = self.context.get("request")
+        if request is None or not can_see_command(request.user, job):
+            return None
+        return job.command
 
     @extend_schema_field(serializers.CharField(allow_blank=True))
     def get_project(self, job) -> str:
