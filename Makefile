@@ -15,13 +15,15 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# DEBUG is off by default (production); the demo, and only the demo, runs with it on.
+demo: export DEBUG = 1
 demo: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py seed_demo
 	PORT=$(PORT) $(PY) manage.py rundemo --port $(PORT)
 
 test: install
-	$(PY) manage.py makemigrations --check --dry-run
+	DEBUG=1 $(PY) manage.py makemigrations --check --dry-run
 	scripts/run-tests $(PY) $(PYTEST_ARGS)
 
 lint: install

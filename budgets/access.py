@@ -19,6 +19,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.http import Http404
 
 from budgets.models import BudgetNode, Role, RoleKind
+from portal.parsing import parse_id
 
 CLUSTER_ADMIN_GROUP = "cluster-admins"
 EDITING_BELOW = {RoleKind.PROGRAM_MANAGER, RoleKind.PROJECT_LEAD}
@@ -105,14 +106,22 @@ def get_node_for_user(user, pk, write=False) -> BudgetNode:
     Http404 for a node outside their scope — a manager does not learn another program's
     nodes exist — and PermissionDenied for a visible node they may not change."""
     try:
-        node = BudgetNode.objects.get(pk=pk, archived=False)
-    except (BudgetNode.DoesNotExist, ValueError, TypeError):
+        node = BudgetNode.objects.get(pk=parse_id(pk), archived=False)
+    except BudgetNode.DoesNotExist:
         raise Http404("No such budget node") from None
     if not can_see(user, node):
         raise Http404("No such budget node")
     if write and not can_edit_grant(user, node):
         raise PermissionDenied("You cannot change this budget")
     return node
+
+
+def leads(user, node) -> bool:
+    """A project lead role on the node or above it."""
+    return any(
+        role == RoleKind.PROJECT_LEAD and path and node.path.startswith(path)
+        for role, path in _roles(user)
+    )
 
 
 def user_projects(user):

@@ -13,6 +13,29 @@ from budgets import access, services
 from budgets.models import BudgetNode
 
 UNSET = object()
+# The longest value each posted field may have (the pages read raw POST data; the API's
+# serializers carry the same limits). Names and slugs are the services' to check.
+LIMITS = {
+    "reason": 1000,
+    "grant_gpu_hours": 40,
+    "gpu_hours": 40,
+    "weight": 40,
+    "parent": 20,
+    "source": 20,
+    "target": 20,
+    "version": 20,
+    "name": 1000,
+    "slug": 1000,
+}
+
+
+def too_long(data: dict) -> tuple[str, str] | None:
+    """(field, message) for the first posted value over its limit, or None."""
+    for field, value in data.items():
+        limit = LIMITS.get(field)
+        if limit is not None and len(value or "") > limit:
+            return field, f"{field}: keep it under {limit} characters."
+    return None
 
 
 def _given(value) -> bool:

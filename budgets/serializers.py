@@ -27,7 +27,14 @@ class BudgetNodeSerializer(serializers.Serializer):
         return self.context["parent_ids"].get(stats.node.pk)
 
 
-REASON = {"required": False, "allow_blank": True, "default": "", "help_text": "For the audit."}
+MAX_REASON = 1000
+REASON = {
+    "required": False,
+    "allow_blank": True,
+    "default": "",
+    "max_length": MAX_REASON,
+    "help_text": "For the audit.",
+}
 # Names and slugs are checked by the services, so page and API refuse them in the same words.
 NAME = {"allow_blank": True, "max_length": None}
 CHANGES = ("name", "slug", "weight", "grant_gpu_hours")
@@ -94,7 +101,7 @@ class TransferSerializer(serializers.Serializer):
     source = serializers.IntegerField()
     target = serializers.IntegerField()
     gpu_hours = serializers.DecimalField(max_digits=16, decimal_places=2)
-    reason = serializers.CharField(required=False, allow_blank=True, default="")
+    reason = serializers.CharField(**REASON)
 
 
 class TransferResultSerializer(serializers.Serializer):

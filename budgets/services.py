@@ -242,6 +242,8 @@ def _clean_name(name: str, slug: str | None) -> tuple[str, str]:
         raise BudgetValidationError("name", "Give the node a name.")
     if len(name) > 120:
         raise BudgetValidationError("name", "Keep the name under 120 characters.")
+    if slug and len(slug) > 60:
+        raise BudgetValidationError("slug", "Keep the short name under 60 characters.")
     slug = slugify(slug if slug else name)[:60]
     if not slug:
         raise BudgetValidationError("slug", "The short name needs letters or digits.")

@@ -14,6 +14,7 @@ from django.http import Http404
 from budgets import access as budget_access
 from exceptions import approvers
 from exceptions.models import ExceptionRequest, State
+from portal.parsing import parse_id
 
 
 def visible_requests(user):
@@ -31,8 +32,8 @@ def visible_requests(user):
 def get_request_for_user(user, pk) -> ExceptionRequest:
     """The request with what its pages need, or Http404 when the user may not see it."""
     try:
-        return visible_requests(user).for_list().select_related("scope").get(pk=pk)
-    except (ExceptionRequest.DoesNotExist, ValueError, TypeError):
+        return visible_requests(user).for_list().select_related("scope").get(pk=parse_id(pk))
+    except ExceptionRequest.DoesNotExist:
         raise Http404("No such exception") from None
 
 

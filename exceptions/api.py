@@ -52,12 +52,12 @@ class ExceptionViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         return ExceptionSerializer(get_request_for_user(self.request.user, pk)).data
 
     def _decide(self, request, pk, service, **kwargs):
-        get_request_for_user(request.user, pk)  # 404 outside the caller's view
+        found = get_request_for_user(request.user, pk)  # 404 outside the caller's view
         try:
-            service(request.user, int(pk), **kwargs)
+            service(request.user, found.pk, **kwargs)
         except ExceptionError as exc:
             _raise_for(exc)
-        return Response(self._fresh(pk))
+        return Response(self._fresh(found.pk))
 
     @extend_schema(request=DecisionSerializer, responses=ExceptionSerializer)
     @action(detail=True, methods=["post"])

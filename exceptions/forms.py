@@ -31,7 +31,7 @@ class TopupForm(forms.Form):
 
 
 class ReservationForm(forms.Form):
-    gpus = forms.IntegerField(min_value=1, label="GPUs")
+    gpus = forms.IntegerField(min_value=1, max_value=1_000_000, label="GPUs")
     start = forms.DateTimeField(widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
     end = forms.DateTimeField(widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
     node = forms.ChoiceField(required=False, label="Project")

@@ -2,6 +2,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from exceptions.models import ExceptionRequest, Kind
+from portal.parsing import MAX_DB_INT
 
 
 class ExceptionCreateSerializer(serializers.Serializer):
@@ -11,7 +12,11 @@ class ExceptionCreateSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=Kind.values)
     justification = serializers.CharField(allow_blank=True, default="", max_length=4000)
     job = serializers.IntegerField(
-        required=False, allow_null=True, help_text="extended_protection: the job's id"
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=MAX_DB_INT,
+        help_text="extended_protection: the job's id",
     )
     hours = serializers.DecimalField(
         max_digits=7,
@@ -24,6 +29,7 @@ class ExceptionCreateSerializer(serializers.Serializer):
         required=False,
         allow_null=True,
         allow_blank=True,
+        max_length=500,
         help_text="budget_topup (or a reservation's project): id or path",
     )
     gpu_hours = serializers.DecimalField(
@@ -37,9 +43,12 @@ class ExceptionCreateSerializer(serializers.Serializer):
         required=False,
         allow_null=True,
         allow_blank=True,
+        max_length=64,
         help_text="reservation: cluster name or id",
     )
-    gpus = serializers.IntegerField(required=False, allow_null=True)
+    gpus = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=1_000_000
+    )
     start = serializers.DateTimeField(required=False, allow_null=True)
     end = serializers.DateTimeField(required=False, allow_null=True)
 

@@ -17,6 +17,7 @@ from budgets.errors import BudgetValidationError
 from budgets.models import BudgetNode
 from exceptions.errors import ExceptionPermissionError, ExceptionValidationError
 from exceptions.models import OPEN_STATES, ExceptionRequest, Kind
+from portal.parsing import parse_id, parse_int
 
 MAX_JUSTIFICATION = 4000
 
@@ -92,13 +93,13 @@ def _node(actor, node) -> BudgetNode:
     if node in (None, ""):
         raise ExceptionValidationError("node", "Say which budget node.")
     key = getattr(node, "pk", node)
-    found = None
-    if str(key).isdigit():
-        found = BudgetNode.objects.filter(pk=int(key), archived=False).first()
+    pk, path = parse_id(key), str(key).strip("/")[:500]
+    if pk is not None:
+        found = BudgetNode.objects.filter(pk=pk, archived=False).first()
     else:
-        found = BudgetNode.objects.filter(slug_path=str(key).strip("/"), archived=False).first()
+        found = BudgetNode.objects.filter(slug_path=path, archived=False).first()
     if found is None or not access.can_see(actor, found):
-        raise ExceptionValidationError("node", f"No budget node “{key}” that you can see.")
+        raise ExceptionValidationError("node", f"No budget node “{path[:80]}” that you can see.")
     return found
 
 
@@ -137,10 +138,11 @@ def _cluster(cluster):
     if cluster in (None, ""):
         raise ExceptionValidationError("cluster", "Say which cluster.")
     key = getattr(cluster, "pk", cluster)
-    found = Cluster.objects.filter(pk=int(key)).first() if str(key).isdigit() else None
-    found = found or Cluster.objects.filter(name=str(key)).first()
+    pk, name = parse_id(key), str(key)[:64]
+    found = Cluster.objects.filter(pk=pk).first() if pk is not None else None
+    found = found or Cluster.objects.filter(name=name).first()
     if found is None:
-        raise ExceptionValidationError("cluster", f"No cluster “{key}”.")
+        raise ExceptionValidationError("cluster", f"No cluster “{name}”.")
     return found
 
 
@@ -167,10 +169,9 @@ def reservation(actor, cluster, gpus, start, end, node=None, now=None) -> dict:
     now = now or timezone.now()
     cluster = _cluster(cluster)
     project = _reservation_project(actor, node)
-    try:
-        count = int(gpus)
-    except (TypeError, ValueError):
-        raise ExceptionValidationError("gpus", f"“{gpus}” is not a number of GPUs.") from None
+    count = parse_int(gpus)
+    if count is None:
+        raise ExceptionValidationError("gpus", f"“{str(gpus)[:20]}” is not a number of GPUs.")
     total = sum(cluster.nodes.filter(present=True).values_list("gpus", flat=True))
     if count < 1:
         raise ExceptionValidationError("gpus", "Reserve at least one GPU.")

@@ -1,6 +1,9 @@
 """API conventions shared by every endpoint: errors are JSON with a human message and a field."""
 
+from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from portal.parsing import parse_int
 
 
 def _first_field_error(detail, prefix=""):
@@ -31,3 +34,16 @@ def exception_handler(exc, context):
         field = None
     response.data = {"message": message, "field": field, "errors": detail}
     return response
+
+
+class Pagination(LimitOffsetPagination):
+    """``?limit=`` is capped and ``?offset=`` bounded: a huge offset is an empty page, not a
+    database overflow."""
+
+    default_limit = 200
+    max_limit = 500
+    max_offset = 10**9
+
+    def get_offset(self, request):
+        offset = parse_int(request.query_params.get(self.offset_query_param), minimum=0)
+        return min(offset or 0, self.max_offset)

@@ -5,6 +5,7 @@ With nothing set, Allot runs on SQLite with an embedded (filesystem) Celery brok
 ALLOWED_HOSTS and DEBUG=0.
 """
 
+import datetime as dt
 from pathlib import Path
 
 import dj_database_url
@@ -15,11 +16,15 @@ from portal.env import env_bool, env_int, env_list, env_str
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("ALLOT_VAR_DIR", str(BASE_DIR / "var")))
 
-DEBUG = env_bool("DEBUG", default=True)
+# Off unless asked for: `make demo` sets DEBUG=1; a forgotten variable must not mean a public
+# development key signing sessions.
+DEBUG = env_bool("DEBUG", default=False)
 _DEV_KEY = "allot-insecure-development-key-never-use-in-production-0123456789"
 SECRET_KEY = env_str("SECRET_KEY", _DEV_KEY if DEBUG else None)
 if not DEBUG and SECRET_KEY == _DEV_KEY:
-    raise ImproperlyConfigured("SECRET_KEY must be set to a secret value when DEBUG is off")
+    raise ImproperlyConfigured(
+        "SECRET_KEY must be set to a secret value when DEBUG is off (DEBUG=1 for development)"
+    )
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -31,7 +36,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "django_htmx",
     "template_partials",
@@ -89,9 +93,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
-]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -112,7 +113,6 @@ SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=not DEBUG)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
 SECURE_HSTS_PRELOAD = not DEBUG
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"
 
 # --- REST API --------------------------------------------------------------------------------
@@ -133,6 +133,56 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
 }
+
+# --- Accounts and input safety (issue 11: throttling, tokens, passwords, limits) -------------
+INSTALLED_APPS += ["knox", "axes", "drf_spectacular_sidecar"]
+# axes last: it must see the request after authentication (docs: "AxesMiddleware last").
+MIDDLEWARE += ["portal.middleware.refuse_nul_bytes", "axes.middleware.AxesMiddleware"]
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # refuses a locked-out username/address first
+    "django.contrib.auth.backends.ModelBackend",
+]
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+    # Not a check: Django calls password_changed() on every validator when a password
+    # changes, which is where a user's API tokens are revoked.
+    {"NAME": "portal.tokens.RevokeTokensOnPasswordChange"},
+]
+# Failed logins, through /login/, /admin/ and /api/v1/auth/token/ alike, counted per
+# username and address: after AXES_FAILURE_LIMIT failures that pair gets 429 for the cool-off.
+AXES_FAILURE_LIMIT = env_int("ALLOT_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = env_int("ALLOT_LOGIN_COOLOFF_MIN", 15) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "portal.tokens.lockout_response"
+AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
+# API tokens (django-rest-knox): stored as SHA-512 digests, expire, can be revoked.
+REST_KNOX = {
+    "TOKEN_TTL": dt.timedelta(hours=env_int("ALLOT_API_TOKEN_TTL_H", 30 * 24)),
+    "AUTH_HEADER_PREFIX": "Token",
+}
+REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
+    "portal.tokens.TokenAuthentication",
+    "rest_framework.authentication.SessionAuthentication",
+]
+REST_FRAMEWORK["DEFAULT_PAGINATION_CLASS"] = "portal.api.Pagination"
+# Token minting is also rate-limited per client address, failed or not.
+REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {
+    "token": env_str("ALLOT_TOKEN_RATE", "30/min"),
+}
+SPECTACULAR_SETTINGS |= {
+    "SWAGGER_UI_DIST": "SIDECAR",  # served from our static files, no CDN
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+}
+# Trust X-Forwarded-Proto only when a proxy in front sets it (and strips it from clients).
+ALLOT_BEHIND_PROXY = env_bool("ALLOT_BEHIND_PROXY", default=False)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if ALLOT_BEHIND_PROXY else None
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # no form or API body of Allot's needs more
 
 # --- Celery -------------------------------------------------------------------------------------
 # Redis in production and CI; with no REDIS_URL an embedded filesystem broker under var/ so

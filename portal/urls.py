@@ -1,9 +1,10 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from portal import views
+from portal import account, views
 from portal.api_auth import obtain_token
 
 api_v1 = [
@@ -21,7 +22,14 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path(
+        "api/docs/",
+        login_required(SpectacularSwaggerView.as_view(url_name="schema")),
+        name="swagger-ui",
+    ),
+    path("account/tokens/", account.token_list, name="account-tokens"),
+    path("account/tokens/new/", account.token_new, name="account-token-new"),
+    path("account/tokens/<str:key>/revoke/", account.token_revoke, name="account-token-revoke"),
     path("", include("budgets.urls")),
     path("", include("scheduling.urls")),
     path("", include("exceptions.urls")),

@@ -9,6 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import Http404
 
+from portal.parsing import parse_id
 from scheduling.models import Cluster, Job, Node
 
 
@@ -30,19 +31,33 @@ def get_job_for_user(user, pk, write=False) -> Job:
     from budgets.access import is_cluster_admin
 
     try:
-        job = visible_jobs(user).select_related("owner", "project", "cluster").get(pk=pk)
-    except (Job.DoesNotExist, ValueError, TypeError):
+        job = visible_jobs(user).select_related("owner", "project", "cluster").get(pk=parse_id(pk))
+    except Job.DoesNotExist:
         raise Http404("No such job") from None
     if write and job.owner_id != user.pk and not is_cluster_admin(user):
         raise PermissionDenied("Only the job's owner or a cluster admin can do that")
     return job
 
 
+def can_see_command(user, job) -> bool:
+    """A command holds paths, arguments and, by mistake, secrets: its owner, the leads of its
+    project and cluster admins see it; seeing the job (leadership, managers, colleagues) is
+    not enough."""
+    from budgets.access import is_cluster_admin, leads
+
+    if job.owner_id == user.pk:
+        return True
+    if is_cluster_admin(user):
+        return True
+    return job.project_id is not None and leads(user, job.project)
+
+
 def get_cluster(name_or_pk) -> Cluster:
+    pk = parse_id(name_or_pk)
     try:
-        if str(name_or_pk).isdigit():
-            return Cluster.objects.get(pk=int(name_or_pk))
-        return Cluster.objects.get(name=name_or_pk)
+        if pk is not None:
+            return Cluster.objects.get(pk=pk)
+        return Cluster.objects.get(name=str(name_or_pk)[:64])
     except Cluster.DoesNotExist:
         raise Http404("No such cluster") from None
 
@@ -53,6 +68,6 @@ def get_node_for_admin(user, pk) -> Node:
     if not is_cluster_admin(user):
         raise PermissionDenied("Only cluster admins drain nodes")
     try:
-        return Node.objects.select_related("cluster").get(pk=pk)
-    except (Node.DoesNotExist, ValueError, TypeError):
+        return Node.objects.select_related("cluster").get(pk=parse_id(pk))
+    except Node.DoesNotExist:
         raise Http404("No such node") from None

@@ -41,8 +41,11 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
             jobs = jobs.filter(owner=self.request.user)
         return jobs.order_by("-submitted_at", "-id")
 
+    def _data(self, job):
+        return JobSerializer(job, context=self.get_serializer_context()).data
+
     def retrieve(self, request, pk=None):
-        return Response(JobSerializer(get_job_for_user(request.user, pk)).data)
+        return Response(self._data(get_job_for_user(request.user, pk)))
 
     @extend_schema(request=JobSubmitSerializer, responses={201: JobSerializer})
     def create(self, request):
@@ -52,21 +55,21 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
             job = services.submit_job(request.user, services.JobRequest(**form.validated_data))
         except (JobValidationError, JobPermissionError) as exc:
             _raise_for(exc)
-        return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+        return Response(self._data(job), status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=JobSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        get_job_for_user(request.user, pk, write=True)
+        job = get_job_for_user(request.user, pk, write=True)
         try:
-            job = services.cancel_job(request.user, int(pk))
+            job = services.cancel_job(request.user, job.pk)
         except (JobValidationError, JobPermissionError) as exc:
             _raise_for(exc)
-        return Response(JobSerializer(job).data)
+        return Response(self._data(job))
 
     @action(detail=True, methods=["get"])
     def explain(self, request, pk=None):
-        return Response(explain_job(get_job_for_user(request.user, pk)))
+        return Response(explain_job(get_job_for_user(request.user, pk), viewer=request.user))
 
 
 class ClusterViewSet(viewsets.ReadOnlyModelViewSet):

@@ -37,8 +37,11 @@ def charged_gpu_hours(job: Job) -> float:
     return (total or 0) / 3600
 
 
-def explain_job(job: Job, now=None) -> dict:
-    """The contract fields of /api/v1/jobs/{id}/explain/ for any job, running or not."""
+def explain_job(job: Job, now=None, viewer=None) -> dict:
+    """The contract fields of /api/v1/jobs/{id}/explain/ for any job, running or not; the
+    command only for a ``viewer`` allowed to see it."""
+    from scheduling.access import can_see_command
+
     now = now or timezone.now()
     stored = job.explanation or {}
     running = job.state == Job.State.RUNNING
@@ -73,6 +76,7 @@ def explain_job(job: Job, now=None) -> dict:
         "preemptible_by": preemptible_by,
         "nodes": [name for name, _ in job.nodes] if running else [],
         "gpu_utilization": job.gpu_utilization,
+        "command": job.command if viewer is not None and can_see_command(viewer, job) else None,
         "idle": bool(
             job.low_utilization_since and (now - job.low_utilization_since).total_seconds() > 3600
         ),

@@ -13,6 +13,7 @@ from django import forms
 
 from scheduling.errors import JobError
 from scheduling.models import Cluster, Job
+from scheduling.serializers import MAX_COMMAND
 from scheduling.services import JobRequest
 
 # Service field name → form field name, where the form speaks hours instead of seconds.
@@ -25,7 +26,7 @@ class JobSubmitForm(forms.Form):
         help_text="A funded job is charged to this project and protected for its minimum runtime."
     )
     cluster = forms.ChoiceField()
-    gpus = forms.IntegerField(label="GPUs", min_value=1, initial=1)
+    gpus = forms.IntegerField(label="GPUs", min_value=1, max_value=100_000, initial=1)
     min_runtime_hours = forms.DecimalField(
         label="Minimum runtime (hours)",
         min_value=Decimal("0.02"),
@@ -38,9 +39,8 @@ class JobSubmitForm(forms.Form):
         required=False, initial=True, help_text="It can be preempted and resumed later."
     )
     kind = forms.ChoiceField(choices=Job.Kind.choices, initial=Job.Kind.BATCH)
-    # The API's limit too (serializers.py): far below what one sbatch argument may hold.
     command = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 2}), required=False, max_length=10_000
+        widget=forms.Textarea(attrs={"rows": 2}), required=False, max_length=MAX_COMMAND
     )
     sim_duration_hours = forms.DecimalField(
         label="Simulated duration (hours)",

@@ -1,21 +1,29 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from scheduling.access import can_see_command
 from scheduling.models import Cluster, Job, Node
+
+MAX_COMMAND = 10_000  # the page's form and the API alike
 
 
 class JobSubmitSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     project = serializers.CharField(
-        allow_blank=True, default="", help_text="Budget path such as nlp/olmo; empty = unfunded"
+        allow_blank=True,
+        default="",
+        max_length=500,
+        help_text="Budget path such as nlp/olmo; empty = unfunded",
     )
     cluster = serializers.CharField(max_length=64)
     gpus = serializers.IntegerField(min_value=1, max_value=100_000)
     min_runtime_s = serializers.IntegerField(min_value=60, max_value=10**7)
     resumable = serializers.BooleanField(default=True)
     kind = serializers.ChoiceField(choices=Job.Kind.values, default="batch")
-    command = serializers.CharField(allow_blank=True, default="", max_length=10_000)
-    sim_duration_s = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    command = serializers.CharField(allow_blank=True, default="", max_length=MAX_COMMAND)
+    sim_duration_s = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=10**9
+    )
     priority = serializers.ChoiceField(
         choices=["low", "normal", "high", "urgent"], default="normal"
     )
@@ -27,6 +35,7 @@ class JobSerializer(serializers.ModelSerializer):
     cluster = serializers.CharField(source="cluster.name", read_only=True)
     pending_reason = serializers.SerializerMethodField()
     nodes = serializers.SerializerMethodField()
+    command = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -58,6 +67,19 @@ class JobSerializer(serializers.ModelSerializer):
             "gpu_utilization",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(
+        serializers.CharField(
+            allow_null=True,
+            help_text="Shown to the job's owner, its project's leads and cluster admins; null "
+            "for anyone else.",
+        )
+    )
+    def get_command(self, job) -> str | None:
+        request = self.context.get("request")
+        if request is None or not can_see_command(request.user, job):
+            return None
+        return job.command
 
     @extend_schema_field(serializers.CharField(allow_blank=True))
     def get_project(self, job) -> str:

@@ -42,6 +42,8 @@ def _done(request, node, notice):
 def rename(request, pk):
     node = access.get_node_for_user(request.user, pk, write=True)
     data = _posted(request, "name", "slug", "reason")
+    if refusal := forms.too_long(data):
+        return _refused(request, node, "rename", data, *refusal)
     try:
         node = forms.change_node(
             request.user, node, name=data["name"], slug=data["slug"], reason=data["reason"]
@@ -56,6 +58,8 @@ def rename(request, pk):
 def set_weight(request, pk):
     node = access.get_node_for_user(request.user, pk, write=True)
     data = _posted(request, "weight", "reason")
+    if refusal := forms.too_long(data):
+        return _refused(request, node, "weight", data, *refusal)
     try:
         node = services.set_weight(request.user, node, data["weight"], reason=data["reason"])
     except BudgetError as error:
@@ -71,6 +75,8 @@ def add_child(request, pk):
     if not access.can_manage_structure(request.user, parent):
         raise PermissionDenied("You cannot add nodes here")
     data = _posted(request, "name", "slug", "grant_gpu_hours", "reason")
+    if refusal := forms.too_long(data):
+        return _refused(request, parent, "child", data, *refusal)
     try:
         child = forms.create_child(request.user, parent, **data)
     except BudgetError as error:
@@ -83,6 +89,8 @@ def add_child(request, pk):
 def move(request, pk):
     node = access.get_node_for_user(request.user, pk, write=True)
     data = _posted(request, "parent", "reason")
+    if refusal := forms.too_long(data):
+        return _refused(request, node, "move", data, *refusal)
     if not data["parent"]:
         return _refused(request, node, "move", data, "parent", "Choose where to move it.")
     try:
@@ -105,6 +113,8 @@ def move(request, pk):
 def archive(request, pk):
     node = access.get_node_for_user(request.user, pk, write=True)
     data = _posted(request, "reason")
+    if refusal := forms.too_long(data):
+        return _refused(request, node, "archive", data, *refusal)
     try:
         parent = BudgetNode.objects.get_parent(node)
         services.archive_node(request.user, node, reason=data["reason"])

@@ -10,10 +10,11 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from budgets import access, services
+from budgets import access, forms, services
 from budgets.balances import tree_stats
-from budgets.errors import BudgetError, ConflictError
+from budgets.errors import BudgetError, BudgetValidationError, ConflictError
 from budgets.periods import BudgetPeriod
+from portal.parsing import parse_int
 
 TEMPLATE = "budgets/tree.html"
 
@@ -56,15 +57,17 @@ def budget_tree(request):
 @require_POST
 def set_grant(request, pk):
     node = access.get_node_for_user(request.user, pk, write=True)
-    value = request.POST.get("grant_gpu_hours", "")
-    version = request.POST.get("version") or None
+    data = {k: request.POST.get(k, "") for k in ("grant_gpu_hours", "version", "reason")}
+    value = data["grant_gpu_hours"]
     try:
+        if refusal := forms.too_long(data):
+            raise BudgetValidationError(*refusal)
         services.set_grant(
             request.user,
             node,
             value,
-            expected_version=int(version) if version and version.isdigit() else None,
-            reason=request.POST.get("reason", ""),
+            expected_version=parse_int(data["version"], minimum=0),
+            reason=data["reason"],
         )
     except BudgetError as error:
         context = tree_context(
@@ -82,6 +85,8 @@ def set_grant(request, pk):
 def transfer(request):
     data = {k: request.POST.get(k, "") for k in ("source", "target", "gpu_hours", "reason")}
     try:
+        if refusal := forms.too_long(data):
+            raise BudgetValidationError(*refusal)
         source = access.get_node_for_user(request.user, data["source"], write=True)
         target = access.get_node_for_user(request.user, data["target"], write=True)
         services.transfer_gpu_hours(

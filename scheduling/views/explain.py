@@ -12,7 +12,7 @@ from scheduling.views import render_page
 @login_required
 def job_explain(request, pk):
     job = get_job_for_user(request.user, pk)
-    why = explain_job(job)
+    why = explain_job(job, viewer=request.user)
     why["protected_until"] = parse_datetime(why["protected_until"] or "")
     context = {"job": job, "why": why, "live": job.state == job.State.RUNNING}
     return render_page(request, "scheduling/job_explain.html", "why", context)

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from scheduling import services
-from scheduling.access import get_job_for_user
+from scheduling.access import can_see_command, get_job_for_user
 from scheduling.errors import JobError
 from scheduling.forms import JobSubmitForm
 from scheduling.models import Cluster, Job
@@ -70,6 +70,7 @@ def job_detail(request, pk):
         "now": timezone.now(),
         "min_runtime_h": job.min_runtime_s / 3600,
         "can_cancel": services.can_cancel(request.user, job) and not job.is_terminal,
+        "command": job.command if can_see_command(request.user, job) else None,
     }
     return render_page(request, "scheduling/job_detail.html", "job-status", context)
 

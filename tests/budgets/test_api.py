@@ -1,5 +1,4 @@
 import pytest
-from rest_framework.authtoken.models import Token
 
 pytestmark = pytest.mark.django_db
 
@@ -53,8 +52,11 @@ def test_a_transfer_answers_with_both_nodes(client, manager, budget_tree):
 
 
 def test_token_authentication_reaches_the_budgets(client, researcher, budget_tree):
-    token = Token.objects.create(user=researcher)
-    response = client.get("/api/v1/budgets/", HTTP_AUTHORIZATION=f"Token {token.key}")
+    token = client.post(
+        "/api/v1/auth/token/", {"username": "researcher", "password": "demo"}
+    ).json()["token"]
+    client.logout()
+    response = client.get("/api/v1/budgets/", HTTP_AUTHORIZATION=f"Token {token}")
     assert [r["path"] for r in response.json()["results"]] == ["nlp/olmo"]
 
 

@@ -3,7 +3,8 @@
 Idempotent: running it twice leaves one demo organisation.
 """
 
-from django.core.management.base import BaseCommand
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils.module_loading import import_string
 
@@ -14,6 +15,8 @@ class Command(BaseCommand):
     help = "Create the demo organisation (users leader, manager, researcher, admin; password demo)."
 
     def handle(self, *args, **options):
+        if not settings.DEBUG:  # its users all have the password "demo": never in production
+            raise CommandError("seed_demo runs only with DEBUG=1 (make demo sets it)")
         with transaction.atomic():
             for dotted in SEEDERS:
                 try:

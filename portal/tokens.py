@@ -1,0 +1,85 @@
+"""API tokens and login throttling: the glue between Allot and django-rest-knox / django-axes.
+
+Tokens are knox's: only a SHA-512 digest is stored, each expires (``ALLOT_API_TOKEN_TTL_H``),
+a user lists and revokes theirs on /account/tokens/, and all of them die when the password
+changes. Failed logins are counted by axes on every door (/login/, /admin/, the token
+endpoint); a locked-out client gets 429.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.http import HttpResponse, JsonResponse
+from django.utils import timezone
+from drf_spectacular.contrib.knox_auth_token import KnoxTokenScheme
+from knox.auth import TokenAuthentication as KnoxTokenAuthentication
+from knox.models import AuthToken
+from rest_framework import exceptions
+
+# knox writes 64 hex characters (a prefix is not configured); anything else is not a token.
+TOKEN_SHAPE = re.compile(r"[0-9a-f]{64}")
+LOCKED_OUT = "Too many failed logins: try again later."
+
+
+def issue_token(user) -> tuple[AuthToken, str]:
+    """A new token for the user: the row (digest only) and the secret, shown once."""
+    return AuthToken.objects.create(user=user)
+
+
+def live_tokens(user):
+    return (
+        AuthToken.objects.filter(user=user).exclude(expiry__lt=timezone.now()).order_by("-created")
+    )
+
+
+def revoke_token(user, token_key: str) -> bool:
+    """Revoke one of the user's own tokens, named by its first characters (knox's token_key,
+    which is not enough to authenticate); False if they hold no such token."""
+    deleted, _ = AuthToken.objects.filter(user=user, token_key=str(token_key)[:25]).delete()
+    return bool(deleted)
+
+
+def revoke_all_tokens(user) -> int:
+    deleted, _ = AuthToken.objects.filter(user=user).delete()
+    return deleted
+
+
+class TokenAuthentication(KnoxTokenAuthentication):
+    """knox's authentication, refusing anything not shaped like a token before it reaches a
+    query (a NUL byte in a header must be a 401, not a database error)."""
+
+    def authenticate_credentials(self, token: bytes):
+        if not TOKEN_SHAPE.fullmatch(token.decode("latin-1")):
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        return super().authenticate_credentials(token)
+
+
+class RevokeTokensOnPasswordChange:
+    """Listed in AUTH_PASSWORD_VALIDATORS for its ``password_changed`` hook, which Django calls
+    after any ``set_password`` + ``save`` (password change and reset views, the admin,
+    ``changepassword``): a new password ends every API token, as it ends other sessions."""
+
+    def validate(self, password, user=None):
+        return None
+
+    def password_changed(self, password, user=None):
+        if user is not None and user.pk:
+            revoke_all_tokens(user)
+
+    def get_help_text(self):
+        return ""
+
+
+def lockout_response(request, original_response=None, credentials=None):
+    """axes' answer to a locked-out client: JSON for the API (our error shape), a page else."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"message": LOCKED_OUT, "field": None}, status=429)
+    return HttpResponse(LOCKED_OUT, status=429, content_type="text/plain; charset=utf-8")
+
+
+class TokenScheme(KnoxTokenScheme):
+    """The OpenAPI security scheme for our subclass: ``Authorization: Token <key>``."""
+
+    target_class = "portal.tokens.TokenAuthentication"
+    name = "tokenAuth"

@@ -1,0 +1,114 @@
+"""API tokens: the contract endpoint still answers {"token": ...}; tokens are stored hashed,
+expire, are listed and revoked on /account/tokens/, and die with a password change."""
+
+import datetime as dt
+
+import pytest
+import time_machine
+from django.utils import timezone
+from knox.models import AuthToken
+
+
+def _token(client, username="researcher", password="demo"):
+    response = client.post("/api/v1/auth/token/", {"username": username, "password": password})
+    assert response.status_code == 200, response.content
+    return response.json()["token"]
+
+
+def _jobs(client, token):
+    return client.get("/api/v1/jobs/", HTTP_AUTHORIZATION=f"Token {token}")
+
+
+def test_the_token_endpoint_keeps_its_contract_and_the_token_works(client, researcher):
+    token = _token(client)
+    assert _jobs(client, token).status_code == 200
+
+
+def test_tokens_are_stored_as_digests_only(client, researcher):
+    token = _token(client)
+    [row] = AuthToken.objects.filter(user=researcher)
+    assert token not in row.digest
+    assert len(row.digest) == 128  # SHA-512
+
+
+def test_tokens_expire(client, researcher, settings):
+    token = _token(client)
+    row = AuthToken.objects.get(user=researcher)
+    assert row.expiry is not None
+    later = timezone.now() + dt.timedelta(days=31)
+    with time_machine.travel(later, tick=False):
+        assert _jobs(client, token).status_code == 401
+
+
+def test_a_password_change_revokes_every_token(client, researcher):
+    first, second = _token(client), _token(client)
+    researcher.set_password("a much longer passphrase 2026")
+    researcher.save()
+    assert _jobs(client, first).status_code == 401
+    assert _jobs(client, second).status_code == 401
+    assert not AuthToken.objects.filter(user=researcher).exists()
+
+
+def test_the_old_plain_text_tokens_are_gone(client, researcher):
+    from django.apps import apps
+
+    assert not apps.is_installed("rest_framework.authtoken")
+
+
+def test_the_tokens_page_lists_only_my_tokens(client, researcher, leader):
+    _token(client)
+    _token(client, "leader")
+    mine = AuthToken.objects.get(user=researcher)
+    client.force_login(researcher)
+    page = client.get("/account/tokens/")
+    assert page.status_code == 200
+    assert mine.token_key[:8].encode() in page.content
+    theirs = AuthToken.objects.get(user=leader)
+    assert theirs.token_key[:8].encode() not in page.content
+
+
+def test_revoking_a_token_on_the_page_ends_it(client, researcher):
+    token = _token(client)
+    row = AuthToken.objects.get(user=researcher)
+    client.force_login(researcher)
+    response = client.post(f"/account/tokens/{row.token_key}/revoke/")
+    assert response.status_code == 302
+    client.logout()
+    assert _jobs(client, token).status_code == 401
+
+
+def test_nobody_revokes_someone_elses_token(client, researcher, leader):
+    leaders = _token(client, "leader")
+    row = AuthToken.objects.get(user=leader)
+    client.force_login(researcher)
+    assert client.post(f"/account/tokens/{row.token_key}/revoke/").status_code == 404
+    client.logout()
+    assert _jobs(client, leaders).status_code == 200
+
+
+def test_a_new_token_from_the_page_is_shown_once(client, researcher):
+    client.force_login(researcher)
+    response = client.post("/account/tokens/new/")
+    assert response.status_code == 200
+    token = response.context["new_token"]
+    client.logout()
+    assert _jobs(client, token).status_code == 200
+
+
+def test_the_tokens_page_needs_a_login(client, db):
+    assert client.get("/account/tokens/").status_code == 302
+
+
+@pytest.mark.parametrize("password", ["demo", "password123", "12345678901", "researcher1"])
+def test_weak_passwords_are_refused(researcher, password):
+    from django.contrib.auth.password_validation import validate_password
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError):
+        validate_password(password, researcher)
+
+
+def test_a_strong_password_passes(researcher):
+    from django.contrib.auth.password_validation import validate_password
+
+    validate_password("correct horse battery staple", researcher)
