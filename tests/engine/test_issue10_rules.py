@@ -1,0 +1,69 @@
+"""One test per engine bug of issue 10; each fails on the engine before the fix."""
+
+from scheduling.engine import schedule
+from scheduling.engine.model import Policy
+
+from .helpers import budgets, nodes, pend, preempted, run, snap, started
+
+NOW = 100_000.0
+
+
+# ---- 3: a sound victim search ----------------------------------------------------------------
+
+# P/a ranks above P/b (LFS 0.83 vs 0.67), but both are over their share, so P/a may not preempt
+# inside P/b (hysteresis); inside P/b, P/b/d (never used) may preempt P/b/c (over its share).
+HIERARCHY = budgets(
+    ("P", 1, 0),
+    ("P/a", 1, 400),
+    ("P/b", 1, 0),
+    ("P/b/c", 1, 500),
+    ("P/b/d", 1, 0),
+    ("P/e", 1, 100),
+)
+
+
+def test_a_worse_ranked_job_still_preempts_where_a_better_one_found_no_victims():
+    running = [run("V", "P/b/c", 8, "c-00", protected_until=NOW - 1)]
+    jobs = [pend("J1", "P/a", 8, submit=1), pend("J2", "P/b/d", 8, submit=2)]
+    alone = schedule(snap(nodes(1), HIERARCHY, running, jobs[1:]))
+    assert set(preempted(alone)) == {"V"} and "J2" in started(alone)
+    d = schedule(snap(nodes(1), HIERARCHY, running, jobs))
+    assert set(preempted(d)) == {"V"}
+    assert set(started(d)) == {"J2"}
+    assert d.pending["J1"].code in ("Priority", "Resources")
+
+
+# ---- idle GPUs after a preemption --------------------------------------------------------------
+
+TREE = budgets(("hi", 1, 0), ("lo", 1, 1000))
+
+
+def test_a_pass_that_preempted_still_backfills_the_gpus_left_idle_with_unfunded_work():
+    running = [run("U", "", 8, "c-00", funded=False)]
+    jobs = [pend("J", "hi", 2, submit=1), pend("free", "", 1, submit=2)]
+    d = schedule(snap(nodes(1), TREE, running, jobs))
+    assert set(preempted(d)) == {"U"}
+    assert started(d)["J"].funded
+    assert "free" in started(d) and not started(d)["free"].funded
+
+
+# ---- 5: interactive limits for everyone ------------------------------------------------------
+
+
+def test_unfunded_interactive_sessions_respect_the_pool():
+    lane = Policy(interactive_pool_gpus={"c": 1}, interactive_per_user=1)
+    jobs = [
+        pend("s1", "", 1, kind="interactive", user="ana", submit=1),
+        pend("s2", "", 1, kind="interactive", user="ben", submit=2),
+    ]
+    d = schedule(snap(nodes(1), TREE, pending=jobs, policy=lane))
+    assert set(started(d)) == {"s1"}
+    assert d.pending["s2"].code == "InteractiveLimit"
+
+
+def test_interactive_pool_holds_under_the_baselines_too():
+    for name in ("fifo", "priority"):
+        lane = Policy(name=name, interactive_pool_gpus={"c": 2}, interactive_per_user=1)
+        jobs = [pend(f"s{k}", "hi", 2, kind="interactive", user=f"u{k}", submit=k) for k in range(3)]
+        d = schedule(snap(nodes(1), TREE, pending=jobs, policy=lane))
+        assert len(d.starts) == 1, name
