@@ -28,6 +28,7 @@ import gc
 
 from scheduling.engine.model import (
     Decisions,
+    Displacement,
     HeldReservation,
     PendingJob,
     Preempt,
@@ -147,7 +148,15 @@ class Pass:
             pending=pending_infos(self, waiting) if self.details else {},
             explanations=explanations(st) if self.details else {},
             drains=drain_times(st),
+            displacements=self._memory(),
         )
+
+    def _memory(self) -> tuple[Displacement, ...]:
+        st = self.st
+        if not st.memory and not st.new_memory:
+            return ()
+        kept = [d for d, _, _ in st.memory if d.by_id in st.running]
+        return tuple(kept + [d for d in st.new_memory if d.by_id in st.running])
 
     # ---- helpers -------------------------------------------------------------------------
 
@@ -353,6 +362,9 @@ class Pass:
                 reason = (
                     f"Its protection had ended and job {job.id} of {job.project} ranks above "
                     f"{victim.project} in the budget tree."
+                )
+                st.new_memory.append(
+                    Displacement(victim.id, victim.project, job.id, job.project, st.now)
                 )
             self._preempt(victim, job.id, reason)
         nodes = tuple((pool.names[i], g) for i, g in placement)

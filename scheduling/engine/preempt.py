@@ -26,7 +26,7 @@ import math
 
 from scheduling.engine.model import PendingJob
 from scheduling.engine.placement import Held, Pool
-from scheduling.engine.state import PassState
+from scheduling.engine.state import PassState, in_subtree
 
 INF = math.inf
 
@@ -40,6 +40,17 @@ class _Below(dict):
         self.below = st.tree.strictly_below
         self.preemptor = preemptor
         self.holder = holder  # on nodes reserved for ``holder``: outsiders always yield
+        # Jobs that displaced the preemptor's side for standing (PassState.shielded_from):
+        # they do not yield to it for standing, so no pair swaps back and forth.
+        self.shield = st.shielded_from(preemptor)
+
+    def allows(self, victim) -> bool:
+        """May funded ``victim`` (past its protection) yield to the preemptor?"""
+        if not self[victim.project]:
+            return False
+        if victim.id in self.shield:
+            return bool(self.holder) and not in_subtree(victim.project, self.holder)
+        return True
 
     def __missing__(self, project: str) -> bool:
         holder = self.holder
@@ -48,10 +59,6 @@ class _Below(dict):
         else:
             hit = self[project] = self.below(project, self.preemptor)
         return hit
-
-
-def in_subtree(project: str, top: str) -> bool:
-    return project == top or project.startswith(top + "/")
 
 
 def open_reserved(st: PassState, pool: Pool, job: PendingJob) -> dict[int, Held]:
@@ -122,7 +129,7 @@ def _node_victims(free: int, yieldable: list, need: int, below: _Below | None):
     if below is None:
         cands = [c for c in yieldable if not c[0] or c[4].kind != "interactive"]
     else:
-        cands = [c for c in yieldable if not c[0] or below[c[4].project]]
+        cands = [c for c in yieldable if not c[0] or below.allows(c[4])]
     if len(cands) < len(yieldable) and free + sum(c[3] for c in cands) < need:
         return None
     chosen, freed = [], free
@@ -299,7 +306,7 @@ def earliest_nodes(st: PassState, pool: Pool, job: PendingJob):
                     v = running[j]  # its release time
                     if not v.funded:
                         releases.append((now, used))
-                    elif below[v.project]:
+                    elif below.allows(v):
                         p = v.protected_until_s
                         releases.append((p if p > now else now, used))
                     else:
@@ -324,7 +331,7 @@ def earliest_nodes(st: PassState, pool: Pool, job: PendingJob):
         for j in jobs[i]:
             v = running[j]
             if v.funded:
-                if not below[v.project]:
+                if not below.allows(v):
                     t = INF
                     break
                 if v.protected_until_s > t:

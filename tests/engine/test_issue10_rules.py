@@ -67,3 +67,24 @@ def test_interactive_pool_holds_under_the_baselines_too():
         jobs = [pend(f"s{k}", "hi", 2, kind="interactive", user=f"u{k}", submit=k) for k in range(3)]
         d = schedule(snap(nodes(1), TREE, pending=jobs, policy=lane))
         assert len(d.starts) == 1, name
+
+
+# ---- 5b: no ping-pong across passes ----------------------------------------------------------
+
+
+def test_two_sibling_jobs_do_not_swap_places_pass_after_pass():
+    """The issue's case: a and b, equal grants, 8 GPUs each, min_runtime 0, not resumable,
+    one 8-GPU node, a pass every 300 s. They used to swap every 300 s until both budgets were
+    spent; now b displaces a once, runs its hour, and a runs after it."""
+    from .driver import Driver, sibling_budgets
+
+    jobs = [
+        pend("a1", "a", 8, submit=0, min_runtime=0, resumable=False),
+        pend("b1", "b", 8, submit=1, min_runtime=0, resumable=False),
+    ]
+    drv = Driver(snap(nodes(1), sibling_budgets(), pending=jobs, now=0.0), {"a1": 3600, "b1": 3600})
+    for _ in range(60):  # five hours
+        drv.step(300.0)
+    assert len(drv.preemptions) <= 1
+    assert set(drv.finished) == {"a1", "b1"}
+    assert drv.charged_gpu_s <= 8 * (2 * 3600 + 300)
