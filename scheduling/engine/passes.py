@@ -25,6 +25,7 @@ preemption or reservations: the greedy queue a lab runs without Allot.
 from __future__ import annotations
 
 import gc
+import math
 
 from scheduling.engine.model import (
     Decisions,
@@ -46,6 +47,7 @@ from scheduling.engine.preempt import (
 from scheduling.engine.report import drain_times, explanations, pending_infos
 from scheduling.engine.state import PassState
 
+INF = math.inf
 MAX_VICTIM_SEARCHES_PER_POOL = 16  # bounds a pass on a saturated cluster (cf. bf_max_job_test)
 
 
@@ -309,15 +311,17 @@ class Pass:
         for pool in pools:
             found = earliest_nodes(st, pool, job)
             if found is not None and (best is None or found[0] < best[0]):
-                best = (found[0], pool, found[1])
+                best = (found[0], pool, found[1], found[2])
         for pool in pools:
             self.blocked_pools.add(id(pool))
         if best is None:
             return
-        start_s, pool, idxs = best
+        # Held even when no time is known (start_s infinity): the GPUs that free up there
+        # are kept for it, so worse-ranked funded work never overtakes it on them.
+        start_s, pool, idxs, blockers = best
         for i in idxs:
             pool.hold(i, Held(job.id, start_s, job.project))
-        self.holder_of[job.id] = (pool, start_s)
+        self.holder_of[job.id] = (pool, start_s, blockers)
         self.holds.append(HeldReservation(job.id, tuple(pool.names[i] for i in idxs), start_s))
 
     def _backfill_rule(self, job: PendingJob, pool: Pool, funded: bool):
@@ -328,8 +332,8 @@ class Pass:
                 return h.reservation  # an approved reservation serves its whole subtree
             if not funded:
                 return True  # preemptible at any moment
-            if st.now + st.protection(job) > h.start_s:
-                return False
+            if h.start_s == INF or st.now + st.protection(job) > h.start_s:
+                return False  # it could still hold the GPUs when the holder may start
             return h.reservation or st.tree.strictly_below(job.project, h.project)
 
         return usable

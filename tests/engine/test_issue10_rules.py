@@ -88,3 +88,42 @@ def test_two_sibling_jobs_do_not_swap_places_pass_after_pass():
     assert len(drv.preemptions) <= 1
     assert set(drv.finished) == {"a1", "b1"}
     assert drv.charged_gpu_s <= 8 * (2 * 3600 + 300)
+
+
+# ---- 4: no overtaking, honest estimates ------------------------------------------------------
+
+# "big" ranks above "small" but is slightly over its share, so it may not preempt (hysteresis);
+# "tulu" ranks above both and holds the GPUs with 1-GPU jobs of unknown length.
+OVER = budgets(("tulu", 4, 100), ("big", 2, 110), ("small", 1, 100))
+
+
+def _busy_cluster(free_on_first=0):
+    running = []
+    for n in range(2):
+        for g in range(8 - (free_on_first if n == 0 else 0)):
+            running.append(run(f"t{n}{g}", "tulu", 1, f"c-{n:02d}", protected_until=NOW - 10))
+    return running
+
+
+def test_a_big_job_that_may_not_preempt_is_not_overtaken_by_worse_ranked_funded_work():
+    jobs = [pend("big16", "big", 16, submit=1)]
+    jobs += [pend(f"s{k}", "small", 1, submit=2 + k) for k in range(4)]
+    d = schedule(snap(nodes(2), OVER, _busy_cluster(free_on_first=3), jobs))
+    assert not any(s.startswith("s") for s in started(d))  # the freed GPUs are held for big16
+    [hold] = d.reservations
+    assert hold.job_id == "big16" and set(hold.nodes) == {"c-00", "c-01"}
+    info = d.pending["big16"]
+    assert info.code == "Resources" and info.estimated_start_s is None
+    assert "waits for jobs of tulu to finish" in info.message
+
+
+def test_unfunded_work_may_still_backfill_gpus_held_for_a_job_with_no_known_start():
+    jobs = [pend("big16", "big", 16, submit=1), pend("free", "", 1, submit=2)]
+    d = schedule(snap(nodes(2), OVER, _busy_cluster(free_on_first=3), jobs))
+    assert "free" in started(d) and not started(d)["free"].funded
+
+
+def test_an_estimate_never_assumes_a_preemption_the_rules_forbid():
+    jobs = [pend("big16", "big", 16, submit=1)]
+    d = schedule(snap(nodes(2), OVER, _busy_cluster(), jobs))
+    assert d.pending["big16"].estimated_start_s is None  # it used to say "in 10 s"
