@@ -11,8 +11,8 @@ from datetime import datetime
 
 from scheduling import accounting, dispatch
 from scheduling.engine import model as m
-from scheduling.models import Job, Node
-from scheduling.snapshot import SnapshotContext, from_epoch
+from scheduling.models import Job, JobEvent, Node
+from scheduling.snapshot import DISPLACED, SnapshotContext, from_epoch
 from scheduling.transitions import transition
 
 
@@ -61,6 +61,25 @@ def _apply_start(job: Job, decision: m.Start, now: datetime) -> None:
     dispatch.enqueue_start(job)
 
 
+def _remember_displacements(ctx: SnapshotContext, decisions: m.Decisions, now: datetime) -> None:
+    """Persist this pass's preemptions for standing on the victims' timelines; the next
+    snapshot reads them back (snapshot._displacements) so the displacer is not displaced
+    back by the victim's side of the tree while the memory lasts."""
+    known = set(ctx.snapshot.displacements)
+    rows = [
+        JobEvent(
+            job=ctx.jobs[d.victim_id],
+            at=now,
+            kind=DISPLACED,
+            message=f"preempted for standing by job #{d.by_id} ({d.by_project})",
+        )
+        for d in decisions.displacements
+        if d not in known and d.victim_id in ctx.jobs
+    ]
+    if rows:
+        JobEvent.objects.bulk_create(rows)
+
+
 def _explanation_json(info: m.Explanation) -> dict:
     return {
         "funded": info.funded,
@@ -92,6 +111,7 @@ def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime,
         _apply_preemption(jobs[decision.job_id], decision, now)
     for decision in decisions.starts:
         _apply_start(jobs[decision.job_id], decision, now)
+    _remember_displacements(ctx, decisions, now)
     started = {d.job_id for d in decisions.starts}
 
     waiting = []

@@ -1,7 +1,8 @@
 """Database → engine: one cluster's state as the engine's frozen Snapshot.
 
 A fixed number of queries whatever the queue length: budgets with balances (3), own windowed
-usage (1), per-user usage (1), nodes (1), jobs (1), GPU types (1), reservations.
+usage (1), per-user usage (1), nodes (1), jobs (1), GPU types (1), reservations, and the
+displacement memory (1, when jobs run).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from scheduling.engine import model as m
-from scheduling.models import Cluster, Job
+from scheduling.models import Cluster, Job, JobEvent
 
 
 def epoch(moment: datetime | None) -> float:
@@ -83,6 +84,29 @@ def _reservations(cluster: Cluster, now: datetime) -> tuple[m.Reservation, ...]:
     except ImportError:
         return ()
     return tuple(reservations_for_cluster(cluster, now))
+
+
+DISPLACED = "displaced"  # JobEvent kind on a victim preempted for standing: "by job #<id>"
+
+
+def _displacements(
+    cluster: Cluster, now: datetime, running: dict[str, m.RunningJob], policy: m.Policy
+) -> tuple[m.Displacement, ...]:
+    """The engine's memory of who displaced whom (no ping-pong across passes), read back
+    from the victims' timelines: one query, only entries whose displacer still runs."""
+    if not running:
+        return ()
+    since = from_epoch(epoch(now) - policy.displacement_memory_s)
+    rows = JobEvent.objects.filter(kind=DISPLACED, at__gte=since, job__cluster=cluster)
+    out = []
+    for victim_id, victim_project, message, at in rows.values_list(
+        "job_id", "job__project__slug_path", "message", "at"
+    ).order_by("at", "id"):
+        by_id = message.rsplit("#", 1)[-1].split()[0] if "#" in message else ""
+        by = running.get(by_id)
+        if by is not None and victim_project:
+            out.append(m.Displacement(str(victim_id), victim_project, by_id, by.project, epoch(at)))
+    return tuple(out)
 
 
 def build_snapshot(cluster: Cluster, now: datetime | None = None) -> SnapshotContext:
@@ -155,5 +179,6 @@ def build_snapshot(cluster: Cluster, now: datetime | None = None) -> SnapshotCon
         user_usage_gpu_s=_user_usage(now, paths, users),
         reservations=_reservations(cluster, now),
         policy=policy,
+        displacements=_displacements(cluster, now, {r.id: r for r in running}, policy),
     )
     return SnapshotContext(snapshot=snapshot, jobs={str(j.pk): j for j in jobs}, cost_factors=cost)

@@ -87,6 +87,21 @@ class Reservation:
 
 
 @dataclass(frozen=True)
+class Displacement:
+    """Memory of one preemption for standing: job ``by_id`` of ``by_project`` preempted job
+    ``victim_id`` of ``victim_project`` at ``at_s``. While it lasts, no job of the victim's
+    side of the tree (the victim's ancestor at the first level where the two paths differ)
+    preempts ``by_id`` for standing: see ``Policy.displacement_memory_s``. Decisions carry the
+    memory forward; the caller passes it to the next snapshot."""
+
+    victim_id: str
+    victim_project: str
+    by_id: str
+    by_project: str
+    at_s: float
+
+
+@dataclass(frozen=True)
 class Policy:
     name: str = "fairshare"  # "fairshare" | "priority" | "fifo"
     max_min_runtime_s: float = EIGHT_HOURS_S
@@ -98,6 +113,13 @@ class Policy:
     # a job that could be preempted the instant it starts would let two jobs swap places
     # pass after pass (the no-ping-pong guarantee needs protection to outlast a pass).
     min_protection_s: float = 300.0
+    # No ping-pong across passes: a job that displaced another for standing is not displaced
+    # back by the victim's side of the tree for this long, unless the displacer's side has
+    # since used more than 1 / displacement_release_lfs times its share (LFS below it). With
+    # two siblings, one is over its share exactly when the other is under, so the standing
+    # alone has no dead band; 8 h is the longest protection a contract can claim anyway.
+    displacement_memory_s: float = EIGHT_HOURS_S
+    displacement_release_lfs: float = 0.5
 
     def __hash__(self) -> int:  # dict fields are not hashable; the name is enough to key caches
         return hash((self.name, self.max_min_runtime_s, self.interactive_per_user))
@@ -114,6 +136,7 @@ class Snapshot:
     user_usage_gpu_s: dict[tuple[str, str], float] = field(default_factory=dict)
     reservations: tuple[Reservation, ...] = ()
     policy: Policy = field(default_factory=Policy)
+    displacements: tuple[Displacement, ...] = ()  # the memory Decisions.displacements returned
 
 
 # ---- outputs ------------------------------------------------------------------------------
@@ -180,3 +203,6 @@ class Decisions:
     pending: dict[str, PendingInfo] = field(default_factory=dict)
     explanations: dict[str, Explanation] = field(default_factory=dict)
     drains: dict[str, float] = field(default_factory=dict)  # drained node -> time it is empty
+    # The displacement memory to pass to the next snapshot: the input's entries whose
+    # displacer still runs and that have not expired, plus this pass's preemptions for standing.
+    displacements: tuple[Displacement, ...] = ()

@@ -25,9 +25,11 @@ preemption or reservations: the greedy queue a lab runs without Allot.
 from __future__ import annotations
 
 import gc
+import math
 
 from scheduling.engine.model import (
     Decisions,
+    Displacement,
     HeldReservation,
     PendingJob,
     Preempt,
@@ -45,6 +47,7 @@ from scheduling.engine.preempt import (
 from scheduling.engine.report import drain_times, explanations, pending_infos
 from scheduling.engine.state import PassState
 
+INF = math.inf
 MAX_VICTIM_SEARCHES_PER_POOL = 16  # bounds a pass on a saturated cluster (cf. bf_max_job_test)
 
 
@@ -61,11 +64,14 @@ class Pass:
         self.holder_of: dict[str, tuple[Pool, float]] = {}
         self.blocked_pools: set[int] = set()  # pools where a better-ranked job waits
         self.searches: dict[int, int] = {}
-        self.preempted_in: set[int] = set()  # pools where this pass preempted someone
-        # Smallest job that found no victims, per pool. The queue is in rank order, so every
-        # later job ranks the same or lower and has no more victims to choose from (up to
-        # ties in standing, where a later search might have found some: a bounded miss).
-        self.failed_search: dict[int, int] = {}
+        # Smallest job that found no victims, per (pool, project). A job's victim set is
+        # fixed by its project (which projects rank strictly below it, with the hysteresis
+        # and the displacement memory) and its size; within a pass, free + yieldable GPUs
+        # on every node only shrink (starts add protected work, holds remove nodes), so a
+        # job of the same project that is no smaller cannot find victims either. Rank order
+        # says nothing across projects: under the hierarchy a worse-ranked job may preempt
+        # where a better-ranked one may not (P/b/d inside P/b, where P/a cannot).
+        self.failed_search: dict[tuple[int, str], int] = {}
 
     # ---- steps ---------------------------------------------------------------------------
 
@@ -144,13 +150,28 @@ class Pass:
             pending=pending_infos(self, waiting) if self.details else {},
             explanations=explanations(st) if self.details else {},
             drains=drain_times(st),
+            displacements=self._memory(),
         )
+
+    def _memory(self) -> tuple[Displacement, ...]:
+        st = self.st
+        if not st.memory and not st.new_memory:
+            return ()
+        kept = [d for d, _, _ in st.memory if d.by_id in st.running]
+        return tuple(kept + [d for d in st.new_memory if d.by_id in st.running])
 
     # ---- helpers -------------------------------------------------------------------------
 
     def _interactive_ok(self, job: PendingJob) -> bool:
         st = self.st
         return st.interactive_by_user.get(job.user, 0) < st.policy.interactive_per_user
+
+    def _lane_room(self, job: PendingJob, pool: Pool) -> bool:
+        """On a cluster with an interactive pool, every session counts against it, funded or
+        not (an unfunded session used to bypass it through the unfunded path)."""
+        st = self.st
+        cap = st.policy.interactive_pool_gpus.get(pool.cluster, 0)
+        return cap <= 0 or st.interactive_gpus.get(pool.cluster, 0) + job.gpus <= cap
 
     def _try_interactive(self, job: PendingJob) -> bool:
         st = self.st
@@ -179,6 +200,11 @@ class Pass:
         """Place a funded job or record why it waits. False: it is unfunded (try later)."""
         st = self.st
         pools = st.pools_for(job)
+        if job.kind == "interactive" and st.policy.interactive_pool_gpus:
+            pools = [p for p in pools if self._lane_room(job, p)]
+            if not pools:
+                self.funded_fail[job.id] = "InteractiveLimit"
+                return True
         if not all(p.fits_ever(job.gpus) for p in pools):
             pools = [p for p in pools if p.fits_ever(job.gpus)]
             if not pools:  # it can never fit: it must not block the jobs behind it
@@ -200,17 +226,17 @@ class Pass:
                 self._start(job, pool, placement, True, (), "")
                 return True
         best = None
-        rank = st.tree.rank(job.project)
         for pool in fundable if st.policy.preemption else ():
             reserved = open_reserved(st, pool, job)  # its own reservation: always searched
-            futile = self._search_futile(pool, rank, job.gpus)
+            futile = self._search_futile(pool, job.project, job.gpus)
             if not pool.fits_ever(job.gpus) or (futile and not reserved):
                 continue
             found = find_victims(st, pool, job, reserved=reserved, only_reserved=futile)
             self.searches[id(pool)] = self.searches.get(id(pool), 0) + 1
             if found is None:
-                old = self.failed_search.get(id(pool), job.gpus)
-                self.failed_search[id(pool)] = min(old, job.gpus)
+                if not reserved:
+                    key = (id(pool), job.project)
+                    self.failed_search[key] = min(self.failed_search.get(key, job.gpus), job.gpus)
             elif best is None or found[0] < best[0]:
                 on = {pool.names[i] for i, _ in found[1] if i in reserved}
                 why = (
@@ -227,6 +253,8 @@ class Pass:
 
     def _greedy(self, job: PendingJob, pools: list[Pool], funded: bool) -> bool:
         for pool in pools:
+            if job.kind == "interactive" and not self._lane_room(job, pool):
+                continue
             placement = pool.find(job.gpus)
             if placement is not None:
                 self._start(job, pool, placement, funded, (), "")
@@ -242,7 +270,7 @@ class Pass:
         for pool in self.st.pools.values():
             if pool.max_free() > 0 or any(pool.free[i] > 0 for i in pool.held):
                 return False
-            if not self._search_futile(pool, 0, 1):
+            if not self._search_futile(pool):
                 return False
             if pool.held and reserved_preemptible(self.st, pool):
                 return False
@@ -260,14 +288,18 @@ class Pass:
                 else len(pool.whole) * pool.max_size < job.gpus
             )
             and all(pool.free[i] < job.gpus for i in pool.held)
-            and self._search_futile(pool, 0, job.gpus)
+            and self._search_futile(pool)
             and not open_reserved(self.st, pool, job)
         )
 
-    def _search_futile(self, pool: Pool, rank: int, gpus: int) -> bool:
+    def _search_futile(self, pool: Pool, project: str | None = None, gpus: int = 0) -> bool:
+        """No victim search in ``pool`` can succeed: its budget is spent, or (``project``
+        given) a job of that project and no larger size already found none this pass."""
         if self.searches.get(id(pool), 0) >= MAX_VICTIM_SEARCHES_PER_POOL:
             return True
-        return self.failed_search.get(id(pool), gpus + 1) <= gpus
+        if project is None:
+            return False
+        return self.failed_search.get((id(pool), project), gpus + 1) <= gpus
 
     def _reserve(self, job: PendingJob, pools: list[Pool]) -> None:
         st = self.st
@@ -279,15 +311,17 @@ class Pass:
         for pool in pools:
             found = earliest_nodes(st, pool, job)
             if found is not None and (best is None or found[0] < best[0]):
-                best = (found[0], pool, found[1])
+                best = (found[0], pool, found[1], found[2])
         for pool in pools:
             self.blocked_pools.add(id(pool))
         if best is None:
             return
-        start_s, pool, idxs = best
+        # Held even when no time is known (start_s infinity): the GPUs that free up there
+        # are kept for it, so worse-ranked funded work never overtakes it on them.
+        start_s, pool, idxs, blockers = best
         for i in idxs:
             pool.hold(i, Held(job.id, start_s, job.project))
-        self.holder_of[job.id] = (pool, start_s)
+        self.holder_of[job.id] = (pool, start_s, blockers)
         self.holds.append(HeldReservation(job.id, tuple(pool.names[i] for i in idxs), start_s))
 
     def _backfill_rule(self, job: PendingJob, pool: Pool, funded: bool):
@@ -298,22 +332,24 @@ class Pass:
                 return h.reservation  # an approved reservation serves its whole subtree
             if not funded:
                 return True  # preemptible at any moment
-            if st.now + st.protection(job) > h.start_s:
-                return False
+            if h.start_s == INF or st.now + st.protection(job) > h.start_s:
+                return False  # it could still hold the GPUs when the holder may start
             return h.reservation or st.tree.strictly_below(job.project, h.project)
 
         return usable
 
     def _try_unfunded(self, job: PendingJob) -> None:
         st = self.st
+        lane_full = False
         for pool in st.pools_for(job):
-            if id(pool) in self.preempted_in:
-                continue  # its victims come back next pass and may need what is left
+            if job.kind == "interactive" and not self._lane_room(job, pool):
+                lane_full = True
+                continue
             placement = pool.find(job.gpus, self._backfill_rule(job, pool, False))
             if placement is not None:
                 self._start(job, pool, placement, False, (), "")
                 return
-        self.funded_fail[job.id] = "Unfunded"
+        self.funded_fail[job.id] = "InteractiveLimit" if lane_full else "Unfunded"
 
     def _start(self, job, pool: Pool, placement, funded: bool, victims, why: str) -> None:
         st = self.st
@@ -330,6 +366,9 @@ class Pass:
                 reason = (
                     f"Its protection had ended and job {job.id} of {job.project} ranks above "
                     f"{victim.project} in the budget tree."
+                )
+                st.new_memory.append(
+                    Displacement(victim.id, victim.project, job.id, job.project, st.now)
                 )
             self._preempt(victim, job.id, reason)
         nodes = tuple((pool.names[i], g) for i, g in placement)
@@ -360,9 +399,6 @@ class Pass:
         self.starts.append(Start(job.id, nodes, funded, protected))
 
     def _preempt(self, job: RunningJob, by: str | None, reason: str) -> None:
-        pool = self.st.pool_of(job)
-        if pool is not None:
-            self.preempted_in.add(id(pool))
         self.st.remove_running(job.id)
         self.preempts.append(Preempt(job.id, reason, by, True))
 

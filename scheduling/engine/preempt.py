@@ -26,7 +26,7 @@ import math
 
 from scheduling.engine.model import PendingJob
 from scheduling.engine.placement import Held, Pool
-from scheduling.engine.state import PassState
+from scheduling.engine.state import PassState, in_subtree
 
 INF = math.inf
 
@@ -40,6 +40,17 @@ class _Below(dict):
         self.below = st.tree.strictly_below
         self.preemptor = preemptor
         self.holder = holder  # on nodes reserved for ``holder``: outsiders always yield
+        # Jobs that displaced the preemptor's side for standing (PassState.shielded_from):
+        # they do not yield to it for standing, so no pair swaps back and forth.
+        self.shield = st.shielded_from(preemptor)
+
+    def allows(self, victim) -> bool:
+        """May funded ``victim`` (past its protection) yield to the preemptor?"""
+        if not self[victim.project]:
+            return False
+        if victim.id in self.shield:
+            return bool(self.holder) and not in_subtree(victim.project, self.holder)
+        return True
 
     def __missing__(self, project: str) -> bool:
         holder = self.holder
@@ -48,10 +59,6 @@ class _Below(dict):
         else:
             hit = self[project] = self.below(project, self.preemptor)
         return hit
-
-
-def in_subtree(project: str, top: str) -> bool:
-    return project == top or project.startswith(top + "/")
 
 
 def open_reserved(st: PassState, pool: Pool, job: PendingJob) -> dict[int, Held]:
@@ -122,7 +129,7 @@ def _node_victims(free: int, yieldable: list, need: int, below: _Below | None):
     if below is None:
         cands = [c for c in yieldable if not c[0] or c[4].kind != "interactive"]
     else:
-        cands = [c for c in yieldable if not c[0] or below[c[4].project]]
+        cands = [c for c in yieldable if not c[0] or below.allows(c[4])]
     if len(cands) < len(yieldable) and free + sum(c[3] for c in cands) < need:
         return None
     chosen, freed = [], free
@@ -164,11 +171,20 @@ def find_victims(
         best = None
         best_cost = None
         for i in range(len(names)):
-            if i not in reserved and (only_reserved or drained[i] or i in held):
-                continue
+            f = free[i]
+            if i not in reserved:
+                if only_reserved or drained[i]:
+                    continue
+                if i in held:
+                    # Held for a better-ranked job that waits with no known start: the jobs
+                    # it waits for may still be preempted by those allowed to, on their own
+                    # GPUs only. The free GPUs stay held (they count as none here), so the
+                    # holder loses nothing it could count on.
+                    if held[i].start_s != INF or held[i].reservation:
+                        continue
+                    f = 0
             if size[i] < gpus:
                 continue
-            f = free[i]
             if f >= gpus:
                 continue  # find() would have placed it; a held or raced node is not ours
             hit = cache[i]
@@ -278,12 +294,16 @@ def _cheapest_groups(st: PassState, pool: Pool, options: list, gpus: int) -> lis
 
 
 def earliest_nodes(st: PassState, pool: Pool, job: PendingJob):
-    """The nodes that free up soonest for ``job`` (protection ends are known): returns
-    (start_s, node indexes) or None when no known time frees enough of this pool.
+    """The nodes that free up soonest for ``job``: (start_s, node indexes, blockers) or None
+    when the pool has no node it could ever use.
 
     A running job's release time for ``job``: now if it is unfunded; the end of its
-    protection if it ranks strictly below ``job``; never (infinity) otherwise, since it
-    need not yield and its end is unknown."""
+    protection if ``job`` may preempt it then (it ranks strictly below, and did not displace
+    ``job``'s side: ``_Below.allows``); otherwise never (infinity): it need not yield and its
+    end is unknown. When no node frees up at a known time, the nodes that need the fewest
+    GPUs of such jobs are returned with start_s infinity, and ``blockers`` names their
+    projects: the job waits for them to finish, and the nodes are held for it meanwhile, so
+    worse-ranked funded work cannot take the GPUs that free up there (no overtaking)."""
     now, running, below, gpus = st.now, st.running, _Below(st, job.project), job.gpus
     drained, held, size, free, jobs = pool.drained, pool.held, pool.size, pool.free, pool.jobs
     if not pool.is_multi(gpus):
@@ -291,7 +311,7 @@ def earliest_nodes(st: PassState, pool: Pool, job: PendingJob):
         for i in range(len(pool.names)):
             if drained[i] or i in held or size[i] < gpus:
                 continue
-            t = now
+            t, unknown = now, 0
             if free[i] < gpus:
                 got, t = free[i], INF
                 releases = []
@@ -299,7 +319,7 @@ def earliest_nodes(st: PassState, pool: Pool, job: PendingJob):
                     v = running[j]  # its release time
                     if not v.funded:
                         releases.append((now, used))
-                    elif below[v.project]:
+                    elif below.allows(v):
                         p = v.protected_until_s
                         releases.append((p if p > now else now, used))
                     else:
@@ -307,33 +327,34 @@ def earliest_nodes(st: PassState, pool: Pool, job: PendingJob):
                 releases.sort()
                 for rt, used in releases:
                     got += used
+                    if rt == INF:
+                        unknown += used
                     if got >= gpus:
                         t = rt
                         break
-                if t == INF:
-                    continue
-            key = (t, free[i], i)
+            key = (t, unknown, free[i], i)
             if best is None or key < best:
                 best = key
-        return None if best is None else (best[0], (best[2],))
+        if best is None:
+            return None
+        return best[0], (best[3],), _blockers(st, pool, (best[3],), below) if best[0] == INF else ()
     whole = []
     for i in range(len(pool.names)):
         if drained[i] or i in held:
             continue
-        t = now  # the latest release time on the node
-        for j in jobs[i]:
+        t, unknown = now, 0  # the latest release time on the node
+        for j, used in jobs[i].items():
             v = running[j]
             if v.funded:
-                if not below[v.project]:
+                if not below.allows(v):
                     t = INF
-                    break
-                if v.protected_until_s > t:
+                    unknown += used
+                elif v.protected_until_s > t:
                     t = v.protected_until_s
-        if t < INF:
-            whole.append((t, -size[i], i))
+        whole.append((t, unknown, -size[i], i))
     whole.sort()
     chosen, left, start = [], gpus, now
-    for t, neg_size, i in whole:
+    for t, _, neg_size, i in whole:
         if left <= 0:
             break
         chosen.append(i)
@@ -341,4 +362,15 @@ def earliest_nodes(st: PassState, pool: Pool, job: PendingJob):
         start = t
     if left > 0:
         return None
-    return start, tuple(chosen)
+    return start, tuple(chosen), _blockers(st, pool, chosen, below) if start == INF else ()
+
+
+def _blockers(st: PassState, pool: Pool, idxs, below: _Below) -> tuple[str, ...]:
+    """Projects of the jobs on ``idxs`` that need not yield to the job (unknown ends)."""
+    out = set()
+    for i in idxs:
+        for j in pool.jobs[i]:
+            v = st.running[j]
+            if v.funded and not below.allows(v):
+                out.add(v.project)
+    return tuple(sorted(out))

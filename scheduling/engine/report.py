@@ -5,11 +5,19 @@ Estimated starts come from a fluid model per pool, walked in queue order: GPUs f
 available now, a running job's GPUs at the end of its protection (the earliest moment the
 contract lets them go), and a job the model starts gives its GPUs back at the end of its own
 protection. It ignores fragmentation, so it is an optimistic estimate, and it is O(n log n).
+
+An estimate is only given when it rests on ends the job can count on: GPUs free now, unfunded
+work (it yields at once), and funded work it may preempt once its protection ends (its project
+ranks strictly below). A protection end of work that need not yield to it is not an end (the
+engine knows no durations), so a job that needs such GPUs gets no time ("unknown") and a
+message naming the projects whose jobs it waits for. Nodes held for a job with no known start
+say the same.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from heapq import heappop, heappush
 from itertools import chain
 
@@ -46,6 +54,12 @@ MESSAGES = {
 def _message(code: str, job: PendingJob, pass_) -> str:
     if code == "Resources":
         held = pass_.holder_of.get(job.id)
+        if held is not None and held[1] == math.inf:
+            return (
+                f"Waiting for {job.gpus} GPUs; nodes are held for it, but no start time is "
+                f"known: it waits for jobs of {_names(held[2])} to finish (they rank at or "
+                "above it, so it may not preempt them)."
+            )
         if held is not None:
             return (
                 f"Waiting for {job.gpus} GPUs; nodes are held for it and free up when the "
@@ -61,6 +75,12 @@ def _message(code: str, job: PendingJob, pass_) -> str:
             "can use."
         )
     return MESSAGES[code].format(user=job.user, gpus=job.gpus)
+
+
+def _names(projects) -> str:
+    names = [p or "no project" for p in projects[:3]]
+    more = f" and {len(projects) - 3} more" if len(projects) > 3 else ""
+    return ", ".join(names) + more
 
 
 def _fit_code(job: PendingJob, pools: list[Pool]) -> str:
@@ -82,23 +102,37 @@ class _Fluid:
     taken first never moves the clock, so only the total at each time matters, and a heap of
     plain floats is much cheaper than one of (time, GPUs) tuples."""
 
-    __slots__ = ("t", "avail", "times", "at")
+    __slots__ = ("t", "avail", "times", "at", "who", "since", "version")
 
     def __init__(self, st: PassState, pool: Pool):
         now = st.now
         self.t = now
         self.avail = sum(f for f, d in zip(pool.free, pool.drained, strict=True) if not d)
         at: dict[float, int] = {}
+        # time -> projects of the funded jobs releasing then: whether a waiting job may count
+        # on those GPUs depends on its own project (may it preempt them?), so the walk keeps
+        # in ``since`` the projects behind the GPUs available since they last ran out.
+        who: dict[float, set[str]] = {}
         running = st.running
         for i, jobs in enumerate(pool.jobs):
             if pool.drained[i]:
                 continue
             for jid, used in jobs.items():
-                t = running[jid].protected_until_s
+                job = running[jid]
+                t = job.protected_until_s
                 if t < now:
                     t = now
                 at[t] = at.get(t, 0) + used
+                if job.funded:
+                    hit = who.get(t)
+                    if hit is None:
+                        who[t] = {job.project}
+                    else:
+                        hit.add(job.project)
         self.at = at
+        self.who = who
+        self.since: set[str] = set()
+        self.version = 0
         self.times = list(at)
         heapq.heapify(self.times)
 
@@ -142,7 +176,10 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
     no_estimate = ("Held", "ExceedsCapacity", "Drain")
     priority_message = MESSAGES["Priority"]
     setattr_, new = object.__setattr__, _new
-    fluid = f_t = f_avail = f_times = f_at = None
+    fluid = f_t = f_avail = f_times = f_at = f_who = f_since = None
+    f_version = 0
+    below = st.tree.strictly_below
+    unknown_of: dict = {}  # (fluid, version, project, behind) -> projects it cannot count on
     behind = False  # walking the unfunded jobs set aside
     for job in chain(waiting, (None,), last):
         if job is None:
@@ -179,12 +216,16 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
         position = counter[0] = counter[0] + 1
         held = holder_of.get(job.id) if holder_of else None
         estimate = None
+        unknown = ()
         if facts[2] is not None and code not in no_estimate:  # one step of the fluid model
             if facts[2] is not fluid:
                 if fluid is not None:
-                    fluid.t, fluid.avail = f_t, f_avail
+                    fluid.t, fluid.avail, fluid.since, fluid.version = (
+                        f_t, f_avail, f_since, f_version
+                    )  # fmt: skip
                 fluid = facts[2]
                 f_t, f_avail, f_times, f_at = fluid.t, fluid.avail, fluid.times, fluid.at
+                f_who, f_since, f_version = fluid.who, fluid.since, fluid.version
             now = f_t
             if held is not None and held[1] > now:
                 now = held[1]
@@ -192,9 +233,21 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
             while f_avail < gpus and f_times:
                 t = heappop(f_times)
                 f_avail += f_at.pop(t)
+                projects = f_who.pop(t, None)
+                if projects is not None and not projects <= f_since:
+                    f_since |= projects
+                    f_version += 1
                 if t > now:
                     now = t
             f_t = now
+            if f_since:  # may it count on the GPUs it takes? (see the module docstring)
+                ukey = (f_version, job.project, behind, id(fluid))
+                unknown = unknown_of.get(ukey)
+                if unknown is None:
+                    project = job.project
+                    unknown = unknown_of[ukey] = tuple(
+                        sorted(p for p in f_since if behind or not below(p, project))
+                    )
             if f_avail >= gpus:
                 f_avail -= gpus
                 t = now + facts[3]
@@ -203,8 +256,31 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
                 else:
                     f_at[t] = gpus
                     heappush(f_times, t)
+                # its own protection end is no end the jobs behind it can count on
+                hit = f_who.get(t)
+                if hit is None:
+                    f_who[t] = {job.project}
+                else:
+                    hit.add(job.project)
                 estimate = now
-        if code == "Priority":
+                if f_avail == 0 and f_since:
+                    f_since = set()
+                    f_version += 1
+            if held is not None:  # the hold's own time rests on ends it can count on
+                unknown = held[2]
+                estimate = None if held[1] == math.inf else held[1]
+            elif unknown:
+                estimate = None
+        if unknown and not (held is not None and code == "Resources"):
+            mkey = (code, job.project, job.gpus, unknown, held is not None)
+            message = messages.get(mkey)
+            if message is None:
+                base = priority_message if code == "Priority" else _message(code, job, pass_)
+                message = messages[mkey] = (
+                    f"{base} No start time is known: it waits for jobs of {_names(unknown)} "
+                    "to finish."
+                )
+        elif code == "Priority":
             message = priority_message
         else:
             mkey = (

@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
-from scheduling.engine.model import PendingJob, RunningJob, Snapshot
+from scheduling.engine.model import Displacement, PendingJob, RunningJob, Snapshot
 from scheduling.engine.placement import Pool
-from scheduling.engine.tree import UNRANKED, FairTree
+from scheduling.engine.tree import UNRANKED, FairTree, ancestors
+
+
+def in_subtree(project: str, top: str) -> bool:
+    return project == top or project.startswith(top + "/")
+
+
+def first_difference(a: str, b: str) -> tuple[str, str] | None:
+    """The two siblings at the first level where paths ``a`` and ``b`` differ (None when
+    one is an ancestor of the other, or either is empty)."""
+    if not a or not b:
+        return None
+    for x, y in zip(ancestors(a), ancestors(b), strict=False):
+        if x != y:
+            return x, y
+    return None
 
 PRIORITY_LEVELS = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
 
@@ -53,6 +68,37 @@ class PassState:
         self._rank_of = {path: n.rank for path, n in self.tree.nodes.items()}
         self._user_usage = snap.user_usage_gpu_s
         self._pool_cache: dict[tuple[str | None, str | None], list[Pool]] = {}
+        self.memory = self._live_memory(snap)
+        self.new_memory: list[Displacement] = []
+
+    def _live_memory(self, snap: Snapshot) -> list[tuple[Displacement, str, str]]:
+        """Displacements still in force: (entry, victim side, displacer side), the two
+        siblings at the first level where the victim's and the displacer's paths differ."""
+        out = []
+        until = self.policy.displacement_memory_s
+        for d in snap.displacements:
+            by = self.running.get(d.by_id)
+            if by is None or not by.funded or self.now >= d.at_s + until:
+                continue
+            sides = first_difference(d.victim_project, d.by_project)
+            if sides is not None:
+                out.append((d, sides[0], sides[1]))
+        return out
+
+    def shielded_from(self, preemptor: str) -> frozenset[str]:
+        """Running jobs a job of ``preemptor`` may not preempt for standing: they displaced
+        a job of its side of the tree, the memory has not expired, and their own side has
+        not since gone far over its share."""
+        if not self.memory or not preemptor:
+            return frozenset()
+        release = self.policy.displacement_release_lfs
+        nodes = self.tree.nodes
+        return frozenset(
+            d.by_id
+            for d, victim_side, by_side in self.memory
+            if in_subtree(preemptor, victim_side)
+            and not (by_side in nodes and nodes[by_side].lfs < release)
+        )
 
     def cluster_of(self, job: RunningJob) -> str:
         at = self.node_at.get(job.nodes[0][0]) if job.nodes else None

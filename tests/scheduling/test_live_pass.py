@@ -256,3 +256,25 @@ def test_charging_reads_each_gpu_type_once_not_once_per_job(researcher, cluster,
         and "budgets_usageentry" not in q["sql"]
     ]
     assert len(type_reads) == 1
+
+
+def test_the_displacement_memory_survives_between_live_passes(
+    researcher, cluster, frozen, run_pass
+):
+    """A preemption for standing is written on the victim's timeline and read back into the
+    next snapshot, so the engine's no-ping-pong memory holds in the live loop too."""
+    from scheduling.apply import _remember_displacements
+    from scheduling.engine import model as m
+    from scheduling.snapshot import build_snapshot
+
+    winner = submit(researcher, name="winner")
+    victim = submit(researcher, name="victim")
+    run_pass(cluster)
+    winner.refresh_from_db()
+    assert winner.state == Job.State.RUNNING
+    ctx = build_snapshot(cluster)
+    memory = m.Displacement(str(victim.pk), "nlp/olmo", str(winner.pk), "nlp/olmo", T0.timestamp())
+    _remember_displacements(ctx, m.Decisions(displacements=(memory,)), T0)
+    assert build_snapshot(cluster).snapshot.displacements == (memory,)
+    frozen.shift(dt.timedelta(hours=9))  # past the memory
+    assert build_snapshot(cluster).snapshot.displacements == ()
