@@ -156,7 +156,11 @@ GOLDEN_RANDOM: list[str] = [
 
 # Changed once, by the multi-node-victim rule (preempt.py _cheapest_groups); the replay with
 # that rule switched off still gives the digest pinned before the performance work.
-GOLDEN_SIMULATION = "a3405aae3bea8927"
+# Changed again by the simulator, not the engine: it now passes again one interval after a
+# pass that changed something (as the live loop does) and reports wasted and fragmented
+# GPU-hours. With that re-pass switched off and the new keys left out, the replay still gives
+# a3405aae3bea8927, the digest pinned before.
+GOLDEN_SIMULATION = "6f9d44626ce77760"
 
 
 def simulation_digest() -> str:

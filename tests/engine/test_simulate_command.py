@@ -67,9 +67,15 @@ def test_events_are_in_time_order_with_frees_before_starts(tmp_path):
     keys = [(float(r["t_s"]), rank[r["event"]]) for r in rows]
     assert keys == sorted(keys)
     assert {r["event"] for r in rows} == set(rank)
+    on = {}
     for r in rows:
         assert (r["funded"] in ("true", "false")) == (r["event"] == "start")
-        assert bool(r["nodes"]) == (r["event"] == "start")
+        # every row but a submit names the nodes: where it starts, or the ones it leaves
+        assert bool(r["nodes"]) == (r["event"] != "submit")
+        if r["event"] == "start":
+            on[r["job_id"]] = r["nodes"]
+        elif r["event"] != "submit":
+            assert r["nodes"] == on.pop(r["job_id"])
     assert all(float(r["t_s"]) <= 40000 for r in rows)
 
 

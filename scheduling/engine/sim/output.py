@@ -32,6 +32,8 @@ def to_json(res: SimResult) -> dict:
             "unallocated_gpu_hours": round(res.unallocated.get(p, 0.0) / 3600, 3),
             "wait_p50_s": percentile(waits, 50),
             "wait_p95_s": percentile(waits, 95),
+            "wasted_gpu_hours": round(res.wasted.get(p, 0.0) / 3600, 3),
+            "fragmentation_gpu_hours": round(res.fragmentation.get(p, 0.0) / 3600, 3),
         }
     capacity = res.total_gpus * res.horizon_s
     return {
@@ -54,6 +56,14 @@ def to_json(res: SimResult) -> dict:
             for k, v in sorted(res.wait_by_size.items())
         },
         "passes": res.passes,
+        # preemption's cost (lost work + restart overhead, cost-normalised) and GPUs idle
+        # while fundable work waited for a placement they could not give (costs.py)
+        "wasted_gpu_hours": round(sum(res.wasted.values()) / 3600, 3),
+        "fragmentation_gpu_hours": round(res.fragmentation_total / 3600, 3),
+        "preemption_cost": {
+            "checkpoint_interval_s": res.scenario.preemption.checkpoint_interval_s,
+            "restart_overhead_s": res.scenario.preemption.restart_overhead_s,
+        },
     }
 
 
@@ -74,12 +84,18 @@ def active_share_distance(projects: dict, waits: dict) -> float:
     return 0.5 * sum(abs(v["delivered_share"] - v["budget_share"] / total) for v in active.values())
 
 
+def format_time(t: float) -> str:
+    """Exact: integer seconds when the time is whole, else three fixed decimals (``%g`` kept
+    six significant digits, so past 10^6 s a time was off by up to 5 s)."""
+    return str(int(t)) if t == int(t) else f"{t:.3f}"
+
+
 def write_events(res: SimResult, path: str) -> None:
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["t_s", "job_id", "event", "nodes", "funded"])
         for t, _, _, job_id, event, nodes, funded in res.events:
-            w.writerow([f"{t:g}", job_id, event, nodes, funded])
+            w.writerow([format_time(t), job_id, event, nodes, funded])
 
 
 def plot(res: SimResult, path: str) -> None:

@@ -3,8 +3,11 @@
 The formats are the contract in ARCHITECTURE.md. Extensions, all optional:
 ``usage: {mode: window|decay, half_life_days: 7}`` picks the usage shape (hard window by
 default), and ``interactive: {pool_gpus: {cluster: n}, per_user: 1, max_runtime_s: 7200}``
-sets up the interactive lane. A budget node may carry ``share`` to override its grant as
-its weight among siblings.
+sets up the interactive lane, and ``preemption: {checkpoint_interval_s: 1800,
+restart_overhead_s: 300}`` gives preemption its cost (``costs.py``; free without it). A budget
+node may carry ``share`` to override its grant as its weight among siblings. As in the portal,
+a node's children together may hold no more than it does: the child that overflows its
+parent is refused, naming its line.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import csv
 from dataclasses import dataclass, field
 
 import yaml
+
+from scheduling.engine.sim.costs import PreemptionCost
 
 
 class InputError(ValueError):
@@ -51,6 +56,7 @@ class Scenario:
     interactive_pool_gpus: dict[str, int] = field(default_factory=dict)
     interactive_per_user: int = 1
     interactive_max_runtime_s: float = 7200.0
+    preemption: PreemptionCost = PreemptionCost()
 
     @property
     def window_s(self) -> float:
@@ -138,19 +144,30 @@ def load_scenario(path: str) -> Scenario:
         )
     budgets: list[BudgetSpec] = []
 
-    def walk(items, prefix, line):
+    def walk(items, prefix, line, parent_hours=None):
         if not isinstance(items, list):
             raise InputError(path, line, "budgets", "must be a list")
+        held = 0.0
         for b in items:
             b = _map(path, b, "budgets", line)
             if not b.get("name") or "/" in str(b["name"]):
                 raise InputError(path, b.line, "name", "is required and may not contain '/'")
             p = f"{prefix}/{b['name']}" if prefix else str(b["name"])
             hours = _num(path, b, "gpu_hours", float)
+            held += hours
+            if parent_hours is not None and held > parent_hours + 1e-9:
+                raise InputError(
+                    path,
+                    b.lines.get("gpu_hours", b.line),
+                    "gpu_hours",
+                    f"{p} is granted {hours:g} GPU-hours, but {prefix} holds {parent_hours:g} "
+                    f"and its other children already hold {held - hours:g}: a node's children "
+                    "may not hold more than it does",
+                )
             share = _num(path, b, "share", float, hours)
             budgets.append(BudgetSpec(p, hours, share))
             if "children" in b:
-                walk(b["children"], p, b.lines.get("children"))
+                walk(b["children"], p, b.lines.get("children"), hours)
 
     walk(data.get("budgets", []), "", data.lines.get("budgets"))
     names = {n for n, _ in Scenario(window, gpu_types, tuple(clusters), ()).node_names()}
@@ -165,6 +182,11 @@ def load_scenario(path: str) -> Scenario:
     if mode not in ("window", "decay"):
         raise InputError(path, usage.lines.get("mode"), "mode", "must be 'window' or 'decay'")
     inter = data.get("interactive") or {}
+    pre = _map(path, data.get("preemption") or {}, "preemption", data.lines.get("preemption"))
+    cost = PreemptionCost(
+        _num(path, pre, "checkpoint_interval_s", float, 0.0),
+        _num(path, pre, "restart_overhead_s", float, 0.0),
+    )
     return Scenario(
         window_days=window,
         gpu_types=gpu_types,
@@ -176,6 +198,7 @@ def load_scenario(path: str) -> Scenario:
         interactive_pool_gpus={str(k): int(v) for k, v in (inter.get("pool_gpus") or {}).items()},
         interactive_per_user=int(inter.get("per_user", 1)),
         interactive_max_runtime_s=float(inter.get("max_runtime_s", 7200)),
+        preemption=cost,
     )
 
 

@@ -3,28 +3,49 @@
 The clock jumps from event to event (submit, finish, protection end, drain request, a sample
 tick); a scheduling pass runs at an event time, at most once per ``pass_interval_s`` (later
 events within the interval are served by a pass at its end), as a live scheduler's loop
-would. Usage is charged per project at each pass from the running jobs' rates, so a pass costs
-O(projects + running + pending), never O(elapsed seconds).
+would. The clock never jumps past a moment at which the live loop's next pass would change
+something: after a pass that started or preempted a job, held nodes it had not held before,
+or stopped at its victim-search budget, the next pass runs one interval later (the live loop
+would run it then; its victims, the jobs left behind by the budget and the unfunded work that
+a preempting pass defers are served by it). A pass that changed nothing is followed only by
+the next event: with the same state, the engine decides the same. Usage is charged per project
+at each pass from the running jobs' rates, so a pass costs O(projects + running + pending),
+never O(elapsed seconds).
 
 Budget periods are the scenario's window: each period every project's grant is available
-again; a funded start holds a lien on the unspent part of its protected window.
+again; a funded start holds a lien on the unspent part of its protected window. A budget
+node's remaining is its grant minus what its whole subtree spent and holds in liens, so a
+program's remaining is never larger than what its projects left it. Preemption costs what the
+scenario says (``costs.py``).
 """
 
 from __future__ import annotations
 
+import gc
 import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
-from scheduling.engine.model import BudgetNode, Node, PendingJob, Policy, RunningJob, Snapshot
-from scheduling.engine.passes import run_pass
+from scheduling.engine.model import (
+    BudgetNode,
+    Decisions,
+    Node,
+    PendingJob,
+    Policy,
+    RunningJob,
+    Snapshot,
+)
+from scheduling.engine.passes import MAX_VICTIM_SEARCHES_PER_POOL, Pass
+from scheduling.engine.sim.costs import FundableWaiters, split_attempt
 from scheduling.engine.sim.scenario import Scenario, TraceJob
 from scheduling.engine.tree import FairTree
 from scheduling.engine.usage import DecayedUsage, HardWindowUsage
 
-# Order of events at one instant: finishes and preemptions free GPUs before starts use them.
+# Order of events at one instant: finishes and preemptions free GPUs before starts use them;
+# a job that starts and finishes at the same instant (no work left) finishes after its start.
 FINISH, PREEMPT, SUBMIT, START = "finish", "preempt", "submit", "start"
 EVENT_ORDER = {FINISH: 0, PREEMPT: 1, SUBMIT: 2, START: 3}
+_FINISH_AFTER_START = 4
 _WAKE, _SUBMIT, _FINISH, _DRAIN, _SAMPLE = 3, 2, 0, 1, 4
 
 
@@ -35,6 +56,7 @@ class JobState:
     attempt: int = 0
     first_start_s: float | None = None
     end_s: float | None = None
+    overhead_s: float = 0.0  # restart overhead of the current attempt
 
 
 @dataclass
@@ -57,6 +79,9 @@ class SimResult:
     events: list[tuple[float, int, int, str, str, str, str]] = field(default_factory=list)
     samples: list[dict] = field(default_factory=list)
     passes: int = 0
+    wasted: dict[str, float] = field(default_factory=dict)  # project -> GPU-seconds (costed)
+    fragmentation: dict[str, float] = field(default_factory=dict)  # project -> GPU-seconds
+    fragmentation_total: float = 0.0
 
 
 def size_class(gpus: int) -> str:
@@ -88,7 +113,10 @@ class Simulator:
         self.sample_every = sample_every_s
         self.record = record_events
         self.progress = progress
+        self.cost = scenario.preemption
         self.grants = {b.path: b.gpu_hours * 3600.0 for b in scenario.budgets}
+        # every budget node with itself and its ancestors: spending rolls up the tree
+        self.up = {p: _ancestors(p) for p in self.grants}
         self.shares = {b.path: b.share for b in scenario.budgets}
         self.leaves = {b.path for b in scenario.budgets} - {
             b.path.rsplit("/", 1)[0] for b in scenario.budgets if "/" in b.path
@@ -136,8 +164,21 @@ class Simulator:
             0,
             [],
         )
+        self.res.wasted = defaultdict(float)
+        self.res.fragmentation = defaultdict(float)
         self.last_pass = -float("inf")
-        self.wake_at: float | None = None
+        self.wakes: set[float] = set()  # pass-interval wake-ups already queued
+        self.arrivals = 0  # submits and drain requests still to come
+        self.last_holds: frozenset = frozenset()
+        self.cluster_of = {name: n.cluster for name, n in self.nodes.items()}
+        self.cluster_cost = {
+            c.name: scenario.gpu_types.get(c.gpu_type, 1.0) for c in scenario.clusters
+        }
+        self.cluster_gpus = {c.name: c.nodes * c.gpus_per_node for c in scenario.clusters}
+        self.busy_on: dict[str, int] = defaultdict(int)  # cluster -> GPUs in use
+        self.node_busy: dict[str, int] = defaultdict(int)
+        self.waiters = FundableWaiters()
+        self.frag_now: dict[str, set[str]] = {}  # cluster -> projects whose work waits there
 
     # ---- event plumbing ----------------------------------------------------------------
 
@@ -145,10 +186,11 @@ class Simulator:
         self.seq += 1
         heapq.heappush(self.heap, (t, kind, self.seq, payload))
 
-    def _event(self, t: float, job_id: str, event: str, nodes: str = "", funded: str = ""):
+    def _event(self, t: float, job_id: str, event: str, nodes="", funded="", order=None):
         if self.record:
             self.seq += 1
-            self.res.events.append((t, EVENT_ORDER[event], self.seq, job_id, event, nodes, funded))
+            rank = EVENT_ORDER[event] if order is None else order
+            self.res.events.append((t, rank, self.seq, job_id, event, nodes, funded))
 
     # ---- accounting --------------------------------------------------------------------
 
@@ -173,6 +215,12 @@ class Simulator:
                 if r:
                     self.res.unallocated[project] += r * dt
             self.res.busy_gpu_s += self.busy * dt
+            for cluster, projects in self.frag_now.items():
+                idle = self._idle(cluster)
+                if idle > 0 and projects and dt > 0:
+                    self.res.fragmentation_total += idle * dt
+                    for project in projects:
+                        self.res.fragmentation[project] += idle * dt
             t0 = stop
             if stop >= t:
                 break
@@ -180,20 +228,23 @@ class Simulator:
             self.spent.clear()
         self.charged_to = t
 
-    def _snapshot(self, t: float) -> Snapshot:
-        liens: dict[str, float] = defaultdict(float)
+    def remaining(self, t: float) -> dict[str, float]:
+        """Each budget node's grant minus what its subtree spent this period and holds in
+        liens (the unspent part of running funded jobs' protected windows)."""
+        used: dict[str, float] = defaultdict(float)
+        for p, spent in self.spent.items():
+            for anc in self.up.get(p, ()):
+                used[anc] += spent
         for r in self.running.values():
             if r.funded and r.protected_until_s > t:
-                cost = self.node_cost[r.nodes[0][0]]
-                liens[r.project] += (r.protected_until_s - t) * r.gpus * cost
+                lien = (r.protected_until_s - t) * r.gpus * self.node_cost[r.nodes[0][0]]
+                for anc in self.up.get(r.project, ()):
+                    used[anc] += lien
+        return {p: grant - used.get(p, 0.0) for p, grant in self.grants.items()}
+
+    def _snapshot(self, t: float, remaining: dict[str, float]) -> Snapshot:
         budgets = tuple(
-            BudgetNode(
-                p,
-                self.shares[p],
-                self.usage.value(p, t),
-                self.grants[p] - self.spent.get(p, 0.0) - liens.get(p, 0.0),
-            )
-            for p in self.shares
+            BudgetNode(p, self.shares[p], self.usage.value(p, t), remaining[p]) for p in self.shares
         )
         user_usage = {k: self.user_usage.value(k, t) for k in self.user_usage.keys()}
         nodes = tuple(
@@ -216,9 +267,11 @@ class Simulator:
     def run(self) -> SimResult:
         for j in self.jobs.values():
             self._push(j.spec.submit_s, _SUBMIT, j.spec.id)
+            self.arrivals += 1
         for node, at in self.sc.maintenance:
             if self.until is None or at <= self.until:
                 self._push(at, _DRAIN, node)
+                self.arrivals += 1
         if self.sample_every:
             self._push(0.0, _SAMPLE)
         t = 0.0
@@ -234,25 +287,44 @@ class Simulator:
             if not need_pass:
                 continue
             if t >= self.last_pass + self.interval:
-                self._pass(t)
-            elif self.wake_at is None or self.wake_at <= t:
-                self.wake_at = self.last_pass + self.interval
-                self._push(self.wake_at, _WAKE)
+                if self._pass(t):  # it changed something: the live loop passes again soon
+                    self._wake(t + self.interval)
+            else:
+                self._wake(self.last_pass + self.interval)
             if self.progress:
                 self.progress(t)
-            if (
-                self.until is None
-                and not self.pending
-                and not self.running
-                and not any(k in (_SUBMIT, _DRAIN) for _, k, _, _ in self.heap)
-            ):
+            if self.until is None and self._idle_for_good():
                 break
         self._charge(t)
         self.res.horizon_s = self.until if self.until is not None else t
         self._finish_report(self.res.horizon_s)
         return self.res
 
+    def _wake(self, at: float) -> None:
+        if at not in self.wakes:
+            self.wakes.add(at)
+            self._push(at, _WAKE)
+
+    def _idle_for_good(self) -> bool:
+        """Nothing runs, nothing more arrives, and no waiting job can ever fit: the replay is
+        over (a job too large for every cluster must not stretch the horizon)."""
+        if self.running or self.arrivals:
+            return False
+        return not any(self._fits_ever(self.jobs[j].spec) for j in self.pending)
+
+    def _fits_ever(self, s: TraceJob) -> bool:
+        for c in self.sc.clusters:
+            if s.cluster is not None and s.cluster != c.name:
+                continue
+            up = [n for name, n in self.nodes.items() if n.cluster == c.name]
+            up = [n.gpus for n in up if n.name not in self.drain_req]
+            if s.gpus <= max(up, default=0) or (s.gpus > c.gpus_per_node and s.gpus <= sum(up)):
+                return True
+        return False
+
     def _handle(self, t: float, kind: int, payload) -> bool:
+        if kind in (_SUBMIT, _DRAIN):
+            self.arrivals -= 1
         if kind == _SUBMIT:
             state = self.jobs[payload]
             self.res.submitted += 1
@@ -265,11 +337,12 @@ class Simulator:
             if state.attempt != attempt or job_id not in self.running:
                 return False  # a stale finish: the job was preempted since
             self._charge(t)
-            self._stop(job_id)
+            r = self._stop(job_id)
             state.left_s = 0.0
             state.end_s = t
             self.res.completed += 1
-            self._event(t, job_id, FINISH)
+            order = _FINISH_AFTER_START if r.start_s == t else None
+            self._event(t, job_id, FINISH, _names(r.nodes), order=order)
             return True
         if kind == _DRAIN:
             self.drain_req[payload] = t
@@ -280,10 +353,13 @@ class Simulator:
             if self.heap and any(k != _SAMPLE for _, k, _, _ in self.heap):
                 self._push(t + self.sample_every, _SAMPLE)
             return False
+        if kind == _WAKE:
+            self.wakes.discard(t)
         return True  # a wake-up or a protection end: time for a pass
 
     def _enqueue(self, state: JobState) -> None:
         s = state.spec
+        self.waiters.add(s.id, s.project, s.cluster, s.gpus * self._protection(s))
         self.pending[s.id] = PendingJob(
             s.id,
             s.project,
@@ -297,68 +373,109 @@ class Simulator:
             priority=s.priority,
         )
 
+    def _protection(self, s: TraceJob) -> float:
+        """The engine's protected window for a start (state.PassState.protection)."""
+        pol = self.policy
+        limit = pol.max_min_runtime_s
+        if s.kind == "interactive":
+            limit = min(limit, pol.interactive_max_runtime_s)
+        return max(pol.min_protection_s, min(s.min_runtime_s, limit))
+
+    def _idle(self, cluster: str) -> int:
+        """Free GPUs of the cluster, leaving out nodes being drained (nothing lands there)."""
+        idle = self.cluster_gpus[cluster] - self.busy_on[cluster]
+        for n in self.drain_req:
+            if self.cluster_of[n] == cluster:
+                idle -= self.nodes[n].gpus - self.node_busy[n]
+        return idle
+
     def _stop(self, job_id: str) -> RunningJob:
         r = self.running.pop(job_id)
         self._rates(r, -1)
+        self.frag_now.pop(self.cluster_of[r.nodes[0][0]], None)  # until the next pass
         return r
 
     def _rates(self, r: RunningJob, sign: int) -> None:
         cost = self.node_cost[r.nodes[0][0]]
         self.busy += sign * r.gpus
+        self.busy_on[self.cluster_of[r.nodes[0][0]]] += sign * r.gpus
+        for name, g in r.nodes:
+            self.node_busy[name] += sign * g
         if r.funded:
             self.rate[r.project] += sign * r.gpus * cost
             self.user_rate[(r.project, r.user)] += sign * r.gpus * cost
         else:
             self.unfunded_rate[r.project] += sign * r.gpus * cost
 
-    def _pass(self, t: float) -> None:
+    def _pass(self, t: float) -> bool:
+        """One engine pass at ``t``, applied. True when the live loop's next pass, one
+        interval later, could decide something new: this one started, preempted or held
+        something new, or stopped searching for victims at its budget."""
         self._charge(t)
         self.last_pass = t
         self.res.passes += 1
-        decisions = run_pass(self._snapshot(t), details=False)
+        remaining = self.remaining(t)
+        decisions, budget_hit = _run_pass(self._snapshot(t, remaining))
         for p in decisions.preemptions:
-            r = self._stop(p.job_id)
-            state = self.jobs[p.job_id]
-            state.attempt += 1
-            ran = t - r.start_s
-            state.left_s = max(0.0, state.left_s - ran) if r.resumable else state.spec.duration_s
-            self.res.preemptions += 1
-            if r.funded and t < r.protected_until_s:
-                self.res.protected_preemptions += 1
-            self._enqueue(state)
-            self._event(t, p.job_id, PREEMPT)
+            self._preempted(t, p.job_id)
         for s in decisions.starts:
-            pj = self.pending.pop(s.job_id)
-            state = self.jobs[s.job_id]
-            r = RunningJob(
-                pj.id,
-                pj.project,
-                pj.user,
-                pj.gpus,
-                s.nodes,
-                t,
-                s.protected_until_s,
-                s.funded,
-                pj.kind,
-                pj.resumable,
-                pj.submit_s,
-            )
-            self.running[pj.id] = r
-            self._rates(r, +1)
-            if state.first_start_s is None:
-                state.first_start_s = t
-                wait = t - pj.submit_s
-                self.res.waits[pj.project].append(wait)
-                self.res.wait_by_size[size_class(pj.gpus)].append(wait)
-            self._push(t + state.left_s, _FINISH, (pj.id, state.attempt))
-            if s.funded and s.protected_until_s > t:
-                self._push(s.protected_until_s, _WAKE)
-            self._event(t, pj.id, START, ";".join(n for n, _ in s.nodes), str(s.funded).lower())
+            self._started(t, s)
         for node in self.drain_req:
             if self.drained_at[node] is None and not any(
                 node == n for r in self.running.values() for n, _ in r.nodes
             ):
                 self.drained_at[node] = t
+        if decisions.starts:
+            remaining = self.remaining(t)
+        self.frag_now = self.waiters.projects_on(self.cluster_cost, remaining)
+        holds = frozenset((h.job_id, h.nodes, h.start_s) for h in decisions.reservations)
+        new_hold = not holds <= self.last_holds
+        self.last_holds = holds
+        return bool(decisions.starts or decisions.preemptions or new_hold or budget_hit)
+
+    def _preempted(self, t: float, job_id: str) -> None:
+        r = self._stop(job_id)
+        state = self.jobs[job_id]
+        state.attempt += 1
+        kept, lost = split_attempt(t - r.start_s, state.overhead_s, self.cost, r.resumable)
+        state.left_s = max(0.0, state.left_s - kept) if r.resumable else state.spec.duration_s
+        self.res.wasted[r.project] += lost * r.gpus * self.node_cost[r.nodes[0][0]]
+        self.res.preemptions += 1
+        if r.funded and t < r.protected_until_s:
+            self.res.protected_preemptions += 1
+        self._enqueue(state)
+        self._event(t, job_id, PREEMPT, _names(r.nodes))
+
+    def _started(self, t: float, s) -> None:
+        pj = self.pending.pop(s.job_id)
+        self.waiters.remove(s.job_id)
+        state = self.jobs[s.job_id]
+        r = RunningJob(
+            pj.id,
+            pj.project,
+            pj.user,
+            pj.gpus,
+            s.nodes,
+            t,
+            s.protected_until_s,
+            s.funded,
+            pj.kind,
+            pj.resumable,
+            pj.submit_s,
+        )
+        self.running[pj.id] = r
+        self._rates(r, +1)
+        if state.first_start_s is None:
+            state.first_start_s = t
+            wait = t - pj.submit_s
+            self.res.waits[pj.project].append(wait)
+            self.res.wait_by_size[size_class(pj.gpus)].append(wait)
+        # a restart first pays its overhead (none without the scenario's preemption key)
+        state.overhead_s = self.cost.restart_overhead_s if state.attempt else 0.0
+        self._push(t + state.overhead_s + state.left_s, _FINISH, (pj.id, state.attempt))
+        if s.funded and s.protected_until_s > t:
+            self._push(s.protected_until_s, _WAKE)
+        self._event(t, pj.id, START, _names(s.nodes), str(s.funded).lower())
 
     def _sample(self, t: float) -> None:
         self._charge(t)
@@ -387,6 +504,29 @@ class Simulator:
                 {"node": node, "requested_s": at, "drained_s": self.drained_at[node]}
             )
         self.res.events.sort()
+
+
+def _names(nodes) -> str:
+    return ";".join(n for n, _ in nodes)
+
+
+def _ancestors(path: str) -> tuple[str, ...]:
+    parts = path.split("/")
+    return tuple("/".join(parts[: i + 1]) for i in range(len(parts)))
+
+
+def _run_pass(snapshot: Snapshot) -> tuple[Decisions, bool]:
+    """``passes.run_pass`` without details, also telling whether the pass stopped searching
+    for victims in some pool because it reached ``MAX_VICTIM_SEARCHES_PER_POOL``."""
+    enabled = gc.isenabled()
+    gc.disable()  # as run_pass does: a pass makes no reference cycles
+    try:
+        p = Pass(snapshot, details=False)
+        decisions = p.run()
+    finally:
+        if enabled:
+            gc.enable()
+    return decisions, any(n >= MAX_VICTIM_SEARCHES_PER_POOL for n in p.searches.values())
 
 
 def simulate(
