@@ -64,14 +64,30 @@ def _role(user, role, node=None):
 
 
 def _node(actor, parent, slug, name):
-    path = f"{parent.slug_path}/{slug}" if parent.slug_path else slug
-    existing = BudgetNode.objects.filter(slug_path=path).first()
-    return existing or services.create_node(actor, parent, name, slug, reason="demo seed")
+    return services.create_node(actor, parent, name, slug, reason="demo seed")
 
 
-def _grant(actor, node, amount, period):
-    if balances([node], period)[node.pk].grant_gpu_hours == 0:
-        services.set_grant(actor, node, amount.quantize(Decimal("1")), reason="demo seed")
+def _grant_period(actor, nodes, period) -> bool:
+    """Grant the seeded shares for ``period`` top-down, but only in a period where nobody has
+    granted anything yet: once people have set a grant, the tree's numbers are theirs."""
+    everything = list(BudgetNode.objects.all())
+    if any(b.grant_gpu_hours for b in balances(everything, period).values()):
+        return False
+    total = capacity_gpu_hours(period)
+    services.set_grant(actor, nodes[""], total.quantize(Decimal("1")), reason="demo seed")
+    for slug, _name, share, children in PROGRAMS:
+        program = nodes.get(slug)
+        if program is None or program.archived:
+            continue  # renamed, moved or archived by someone: not the seed's to fund
+        program_grant = (total * Decimal(share)).quantize(Decimal("1"))
+        services.set_grant(actor, program, program_grant, reason="demo seed")
+        for child_slug, _child_name, child_share in children:
+            project = nodes.get(f"{slug}/{child_slug}")
+            if project is None or project.archived:
+                continue
+            amount = (program_grant * Decimal(child_share)).quantize(Decimal("1"))
+            services.set_grant(actor, project, amount, reason="demo seed")
+    return True
 
 
 def capacity_gpu_hours(period: BudgetPeriod) -> Decimal:
@@ -80,48 +96,77 @@ def capacity_gpu_hours(period: BudgetPeriod) -> Decimal:
     return gpus * period.hours
 
 
-def seed() -> str:
-    period = BudgetPeriod.current()
-    for name, factor in GPU_TYPES.items():
-        GpuType.objects.update_or_create(name=name, defaults={"cost_factor": factor})
-    leader = _user("leader", "Lena", "Leader")
-    manager = _user("manager", "Manu", "Manager")
-    researcher = _user("researcher", "Rae", "Researcher")
-    admin = _user("admin", "Ari", "Admin", is_staff=True, is_superuser=True)
-    root = BudgetNode.objects.filter(depth=1).first() or services.create_root(
-        leader, "Allot Research", "org"
-    )
-    _role(leader, Role.Kind.LEADERSHIP, root)
-    _role(admin, Role.Kind.CLUSTER_ADMIN)
-    total = capacity_gpu_hours(period)
-    _grant(leader, root, total, period)
-    people = [
-        _user(f"{f.lower()}.{ln.lower()}", f, ln) for ln in LAST for f in FIRST
-    ]  # 30 researchers
-    projects, index = [], 0
-    for slug, name, share, children in PROGRAMS:
+def _build_tree(leader, root, people) -> None:
+    """Programs, projects and their people, the first time only (the root has no children)."""
+    index = 0
+    for slug, name, _share, children in PROGRAMS:
         program = _node(leader, root, slug, name)
-        program_grant = total * Decimal(share)
-        _grant(leader, program, program_grant, period)
-        for child_slug, child_name, child_share in children:
+        for child_slug, child_name, _child_share in children:
             project = _node(leader, program, child_slug, child_name)
-            _grant(leader, project, program_grant * Decimal(child_share), period)
             members = people[index * 3 : index * 3 + 3]
             index += 1
             _role(members[0], Role.Kind.PROJECT_LEAD, project)
             for person in members:
                 _role(person, Role.Kind.RESEARCHER, project)
-            projects.append((project, members))
-    nlp = BudgetNode.objects.get(slug_path="nlp")
-    _role(manager, Role.Kind.PROGRAM_MANAGER, nlp)
+    _role(_user("manager"), Role.Kind.PROGRAM_MANAGER, BudgetNode.objects.get(slug_path="nlp"))
     for path in ("nlp/olmo", "nlp/tulu"):
-        _role(researcher, Role.Kind.RESEARCHER, BudgetNode.objects.get(slug_path=path))
+        _role(_user("researcher"), Role.Kind.RESEARCHER, BudgetNode.objects.get(slug_path=path))
+
+
+def seed() -> str:
+    """Create what is missing; never change what exists.
+
+    1. GPU types, the four demo users and thirty researchers are ensured (created if missing).
+    2. The root is created if there is none; programs and projects only under a root without
+       children. After that the structure belongs to the people using the demo: a renamed,
+       moved or archived node is left as they left it, never re-created beside it.
+    3. Grants are set only in a budget period where nobody has granted anything (a fresh
+       database, or a new quarter), for the seeded paths that still exist. One grant changed
+       by hand and the seed leaves the period alone, so it can never exceed a parent.
+    4. Usage history only for seeded projects that have none.
+    """
+    period = BudgetPeriod.current()
+    for name, factor in GPU_TYPES.items():
+        GpuType.objects.get_or_create(name=name, defaults={"cost_factor": factor})
+    leader = _user("leader", "Lena", "Leader")
+    _user("manager", "Manu", "Manager")
+    _user("researcher", "Rae", "Researcher")
+    admin = _user("admin", "Ari", "Admin", is_staff=True, is_superuser=True)
+    people = [
+        _user(f"{f.lower()}.{ln.lower()}", f, ln) for ln in LAST for f in FIRST
+    ]  # 30 researchers
+    root = BudgetNode.objects.filter(depth=1).first()
+    if root is None:
+        root = services.create_root(leader, "Allot Research", "org")
+        _role(leader, Role.Kind.LEADERSHIP, root)
+        _role(admin, Role.Kind.CLUSTER_ADMIN)
+    if not root.get_children().exists():
+        _build_tree(leader, root, people)
+    paths = [s for s, *_ in PROGRAMS] + [p for p, _ in _seeded_projects(people)]
+    nodes = {n.slug_path: n for n in BudgetNode.objects.filter(slug_path__in=paths)}
+    nodes[""] = root
+    granted = _grant_period(leader, nodes, period)
+    projects = []
+    for project_path, members in _seeded_projects(people):
+        project = nodes.get(project_path)
+        if project is not None and not project.archived:
+            projects.append((project, members))
     charged = _history(projects, period)
+    total = capacity_gpu_hours(period)
     return (
         f"Budgets: {len(PROGRAMS)} programs, {len(projects)} projects, {len(people)} researchers, "
-        f"{total:,.0f} H100-equivalent GPU-hours for {period.label}"
+        + (f"{total:,.0f} H100-equivalent GPU-hours for {period.label}" if granted else
+           f"grants for {period.label} as people left them")
         + (f"; {charged} days of usage history" if charged else "")
-    )
+    )  # fmt: skip
+
+
+def _seeded_projects(people):
+    index = 0
+    for slug, _name, _share, children in PROGRAMS:
+        for child_slug, *_ in children:
+            yield f"{slug}/{child_slug}", people[index * 3 : index * 3 + 3]
+            index += 1
 
 
 def _history(projects, period) -> int:

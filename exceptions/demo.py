@@ -14,8 +14,9 @@ from exceptions.models import ExceptionRequest
 
 
 def seed() -> str:
-    if ExceptionRequest.objects.exists():
-        return "Exceptions: already seeded"
+    olmo = BudgetNode.objects.filter(slug_path="nlp/olmo", archived=False).first()
+    if ExceptionRequest.objects.exists() or olmo is None:
+        return "Exceptions: already seeded" if olmo else "Exceptions: none (nlp/olmo is gone)"
     users = get_user_model().objects
     researcher = users.get(username="researcher")
     lead = users.filter(budget_roles__role="project_lead", budget_roles__node__slug_path="nlp/olmo")
@@ -24,7 +25,7 @@ def seed() -> str:
     services.request_exception(
         asker,
         "budget_topup",
-        node=BudgetNode.objects.get(slug_path="nlp/olmo").pk,
+        node=olmo.pk,
         gpu_hours=500,
         justification="The 70B ablation needs 500 more GPU-hours before the paper deadline.",
     )
@@ -35,7 +36,7 @@ def seed() -> str:
         gpus=256,
         start=start,
         end=start + dt.timedelta(hours=12),
-        node=BudgetNode.objects.get(slug_path="nlp/olmo").pk,
+        node=olmo.pk,
         justification="A 256-GPU pretraining run needs the nodes cleared at once.",
     )
     return "Exceptions: a top-up and a reservation waiting for approval"

@@ -33,3 +33,50 @@ def test_demo_traffic_tops_the_queues_up_to_keep_them_moving(tmp_path, monkeypat
     assert created > 0
     assert active >= 88 * 1.5
     assert keep_demand(factor=1.5, seed=3) == 0  # already busy enough: nothing more
+
+
+@pytest.mark.django_db
+def test_seeding_again_keeps_what_people_changed_in_grants_and_structure(tmp_path, monkeypatch):
+    from decimal import Decimal
+
+    from django.contrib.auth import get_user_model
+
+    from budgets import services
+    from budgets.balances import balances
+    from budgets.models import BudgetNode
+    from budgets.periods import BudgetPeriod
+
+    monkeypatch.setenv("ALLOT_VAR_DIR", str(tmp_path))
+    call_command("seed_demo")
+    leader = get_user_model().objects.get(username="leader")
+    node = {n.slug_path: n for n in BudgetNode.objects.all()}
+    period = BudgetPeriod.current()
+    grant = {pk: b.grant_gpu_hours for pk, b in balances(list(node.values()), period).items()}
+    # The leader moves all of olmo's hours to tulu, as in the browser ...
+    olmo, tulu = node["nlp/olmo"], node["nlp/tulu"]
+    services.set_grant(leader, olmo, Decimal(0), reason="olmo paused")
+    services.set_grant(leader, tulu, grant[tulu.pk] + grant[olmo.pk], reason="tulu deadline")
+    # ... and reshapes the tree: a rename, a new program, a move, an archived project.
+    services.rename_node(leader, node["nlp/safety"], "Alignment", slug="alignment")
+    health = services.create_node(leader, BudgetNode.objects.get(depth=1), "Health", "health")
+    services.set_grant(leader, node["vision/clip-scaling"], Decimal(0), reason="to robotics")
+    services.move_node(leader, node["vision/clip-scaling"], node["robotics"])
+    services.set_grant(leader, node["robotics/locomotion"], Decimal(0), reason="wound down")
+    services.archive_node(leader, node["robotics/locomotion"])
+    before = {
+        n.slug_path: (n.archived, b.grant_gpu_hours)
+        for n in BudgetNode.objects.all()
+        for b in [balances([n], period)[n.pk]]
+    }
+
+    call_command("seed_demo")  # a second `make demo` on the used database
+
+    after = {
+        n.slug_path: (n.archived, b.grant_gpu_hours)
+        for n in BudgetNode.objects.all()
+        for b in [balances([n], period)[n.pk]]
+    }
+    assert after == before
+    assert "nlp/safety" not in after and "vision/clip-scaling" not in after
+    assert health.slug_path in after
+    assert get_user_model().objects.filter(username__in=["leader", "researcher"]).count() == 2
