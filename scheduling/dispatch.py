@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from portal.faults import fault_point
 from scheduling import enqueue
 from scheduling.backends.base import Backend, LaunchSpec, get_backend
 from scheduling.models import Cluster, Job, Node
@@ -42,7 +43,9 @@ def start_on_backend(job_id: int, attempt_key: str) -> bool:
     job = Job.objects.select_related("cluster", "owner", "project").get(pk=job_id)
     if job.state != Job.State.RUNNING or job.attempt_key != attempt_key:
         return False
+    fault_point("dispatch.before_submit")
     remote = backend_for(job.cluster).submit(launch_spec(job))
+    fault_point("dispatch.after_submit")  # launched, not yet recorded
     Job.objects.filter(pk=job.pk, attempt_key=attempt_key).update(
         dispatched=True, external_id=remote.external_id
     )
@@ -57,6 +60,7 @@ def stop_on_backend(job_id: int, attempt_key: str, cancel: bool = False) -> None
         external = job.external_id or _find_external(backend, attempt_key)
         if external:
             (backend.cancel if cancel else backend.preempt)(job.pk, external)
+    fault_point("stop.after_backend")  # stopped on the backend, not yet requeued
     if job.state == Job.State.PREEMPTED and job.attempt_key == attempt_key:
         requeue_preempted(job.pk, attempt_key)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from celery import current_app
 from django.db import transaction
 
+from portal.faults import fault_point
+
 DISPATCH_START = "scheduling.tasks.dispatch_start"
 DISPATCH_STOP = "scheduling.tasks.dispatch_stop"
 MIRROR_DRAIN = "scheduling.tasks.mirror_drain"
@@ -18,7 +20,12 @@ MIRROR_DRAIN = "scheduling.tasks.mirror_drain"
 def on_commit(task_name: str, *args: object) -> None:
     """Send `task_name(*args)` once the current transaction commits (at once outside one)."""
     signature = current_app.signature(task_name, args=args)
-    transaction.on_commit(signature.delay)
+
+    def send() -> None:
+        fault_point("commit.before_enqueue")  # committed, not yet handed to the broker
+        signature.delay()
+
+    transaction.on_commit(send)
 
 
 def start(job_id: int, attempt_key: str) -> None:
