@@ -14,6 +14,7 @@ from decimal import Decimal
 from django.db import transaction
 from django.utils import timezone
 
+from portal.faults import fault_point
 from scheduling.models import Job
 
 
@@ -91,6 +92,7 @@ def charge_running_jobs(now: datetime | None = None) -> int:
     known_types: dict = {}  # one GpuType query per type, not per job
     for job in jobs:
         total += _charge_until(job, now, known_types)
+        fault_point("charge.job")
     return total
 
 

@@ -12,6 +12,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from portal.faults import fault_point
 from scheduling import enqueue
 from scheduling.backends.base import (
     Backend,
@@ -72,6 +73,7 @@ def start_on_backend(job_id: int, attempt_key: str) -> bool:
     job = Job.objects.select_related("cluster", "owner", "project").get(pk=job_id)
     if job.state != Job.State.RUNNING or job.attempt_key != attempt_key:
         return False
+    fault_point("dispatch.before_submit")
     try:
         remote = backend_for(job.cluster).submit(launch_spec(job))
     except BackendUnavailable:
@@ -79,6 +81,7 @@ def start_on_backend(job_id: int, attempt_key: str) -> bool:
     except BackendError as exc:  # refused: this request will never succeed as it is
         refuse_start(job.pk, attempt_key, exc)
         return False
+    fault_point("dispatch.after_submit")  # launched, not yet recorded
     Job.objects.filter(pk=job.pk, attempt_key=attempt_key).update(
         dispatched=True, external_id=remote.external_id
     )
@@ -132,6 +135,7 @@ def stop_on_backend(job_id: int, attempt_key: str, cancel: bool = False) -> None
         external = job.external_id or _find_external(backend, attempt_key)
         if external:
             (backend.cancel if cancel else backend.preempt)(job.pk, external)
+    fault_point("stop.after_backend")  # stopped on the backend, not yet requeued
     if job.state == Job.State.PREEMPTED and job.attempt_key == attempt_key:
         requeue_preempted(job.pk, attempt_key)
 

@@ -12,6 +12,8 @@ import importlib
 from celery import current_app
 from django.db import transaction
 
+from portal.faults import fault_point
+
 DISPATCH_START = "scheduling.tasks.dispatch_start"
 DISPATCH_STOP = "scheduling.tasks.dispatch_stop"
 MIRROR_DRAIN = "scheduling.tasks.mirror_drain"
@@ -21,6 +23,7 @@ def on_commit(task_name: str, *args: object) -> None:
     """Send `task_name(*args)` once the current transaction commits (at once outside one)."""
 
     def send() -> None:
+        fault_point("commit.before_enqueue")  # committed, not yet handed to the broker
         # Through the registered task, so that apply_async honours task_always_eager (a bare
         # signature goes through send_task, which ignores it). The module is imported here,
         # at send time, so no import circle runs through the tasks.

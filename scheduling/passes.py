@@ -1,8 +1,14 @@
 """One scheduling pass for one cluster: lock, snapshot, engine, apply, commit, then dispatch.
 
-The lock is a conditional UPDATE on the cluster row (``pass_lock_until`` in the past or empty →
-take it), so it works on SQLite and PostgreSQL alike and a worker that dies mid-pass only holds
-the cluster until the lock's TTL runs out.
+The pass holds the cluster row (``SELECT ... FOR UPDATE SKIP LOCKED``) inside its own
+transaction: a second pass for the same cluster skips instead of waiting, and a worker that dies
+mid-pass (SIGKILL, a lost machine) releases the row with its connection, so the next pass runs at
+once. (A lock committed before the work, released in a ``finally``, outlived every killed worker
+and stalled its cluster for the whole TTL: the fault-injection suite found it.) On SQLite, which
+has no row locks, the IMMEDIATE transaction already serialises passes.
+
+``acquire_lock`` still lets an operator or a test hold a cluster's passes for a while: a pass
+skips a cluster whose ``pass_lock_until`` lies in the future.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from portal.faults import fault_point
 from scheduling.apply import apply_decisions
 from scheduling.engine import schedule
 from scheduling.models import Cluster
@@ -52,24 +59,22 @@ def release_lock(cluster_id: int, token: str) -> None:
 
 def run_pass(cluster_id: int) -> PassResult:
     """Run one pass unless another worker is already scheduling this cluster."""
-    token = acquire_lock(cluster_id)
-    if token is None:
-        log.info("cluster %s: a pass is already running; skipping", cluster_id)
-        return PassResult(ran=False)
-    try:
-        return _run_locked(cluster_id)
-    finally:
-        release_lock(cluster_id, token)
-
-
-def _run_locked(cluster_id: int) -> PassResult:
     began = time.perf_counter()
     with transaction.atomic():
-        cluster = Cluster.objects.get(pk=cluster_id)
         now = timezone.now()
+        cluster = (
+            Cluster.objects.select_for_update(skip_locked=True)
+            .filter(Q(pass_lock_until__isnull=True) | Q(pass_lock_until__lt=now), pk=cluster_id)
+            .first()
+        )
+        if cluster is None:
+            log.info("cluster %s: a pass is already running; skipping", cluster_id)
+            return PassResult(ran=False)
+        fault_point("pass.locked")
         ctx = build_snapshot(cluster, now)
         decisions = schedule(ctx.snapshot)
         counts = apply_decisions(ctx, decisions, now, cluster)
+        fault_point("pass.before_commit")
         elapsed = (time.perf_counter() - began) * 1000
         Cluster.objects.filter(pk=cluster_id).update(last_pass_at=now, last_pass_ms=elapsed)
     return PassResult(ran=True, elapsed_ms=elapsed, **counts)

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from django.db import transaction
 from django.utils import timezone
 
+from portal.faults import fault_point
 from scheduling import accounting
 from scheduling.backends.base import (
     Backend,
@@ -60,6 +61,7 @@ def _finish(job_id: int, remote: RemoteJob) -> bool:
         ended = datetime.fromtimestamp(remote.ended_at, tz=UTC)
         now = max(min(now, ended), job.started_at or ended)
     accounting.close_run(job, now)
+    fault_point("reconcile.finish_charged")  # charged, not yet closed: must roll back
     ok = remote.state == RemoteState.COMPLETED
     target = Job.State.COMPLETED if ok else Job.State.FAILED
     message = "finished" if ok else f"failed on the backend (exit {remote.exit_code})"
@@ -121,6 +123,7 @@ def reconcile_cluster(
     ).select_related("owner", "project")
     live_keys = set()
     for job in live:
+        fault_point("reconcile.job")  # with ALLOT_FAULT_CHANCE < 1: part-way through
         live_keys.add(job.attempt_key)
         remote = by_key.get(job.attempt_key)
         with _this_job_only(job.pk, "reconcile"):
@@ -143,6 +146,7 @@ def reconcile_cluster(
             elif remote.state in (RemoteState.PREEMPTED, RemoteState.CANCELLED):
                 if _lose(job.pk, job.attempt_key, f"stopped outside Allot ({remote.state})"):
                     report.lost.append(job.pk)
+    fault_point("reconcile.orphans")
     for remote in remote_jobs:
         if remote.state == RemoteState.RUNNING and remote.attempt_key not in live_keys:
             with _this_job_only(remote.job_id, f"cancelling orphan {remote.external_id}"):

@@ -1,0 +1,396 @@
+"""The fault suite's hands and eyes inside the system under test.
+
+The test process's own Django talks to the shared test database; the system under test uses a
+private PostgreSQL that the suite restarts. So everything that reads or writes that database
+(seeding, submitting, cancelling, checking the invariants) runs here, in a long-lived helper
+process started with the private DATABASE_URL and CELERY_BROKER_URL, speaking JSON lines on
+stdin/stdout::
+
+    python -m tests.faults.agent            # then {"cmd": "check", "grace_s": 5} per line
+
+Each command reconnects first (the database may have restarted since the last one) and retries
+while the database does not answer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import sys
+import time
+import traceback
+from collections import defaultdict
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.db import DatabaseError, connections  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from budgets import services as budget_services  # noqa: E402
+from budgets.models import BudgetNode, GpuType, Lien, Role, UsageEntry  # noqa: E402
+from scheduling.models import Cluster, Job, JobEvent, Node  # noqa: E402
+from scheduling.services import JobRequest, cancel_job, submit_job  # noqa: E402
+
+PROJECTS = ["nlp/olmo", "nlp/tulu", "vision/seg", ""]  # "" is unfunded work
+LOST = "the cluster no longer knows this attempt"
+END_KINDS = {"preempted", "completed", "failed", "cancelled"}
+
+
+# -- setup ----------------------------------------------------------------------------------------
+def setup(backend: str, cluster: str, options: dict, cost_factor: str) -> dict:
+    from django.contrib.auth import get_user_model
+
+    from scheduling.discovery import register_cluster
+
+    GpuType.objects.update_or_create(name="H100", defaults={"cost_factor": Decimal(cost_factor)})
+    root = budget_services.create_root(None, "Fault Lab", "org")
+    budget_services.set_grant(None, root, 10_000_000)
+    users = []
+    for program, children in {"nlp": ["olmo", "tulu"], "vision": ["seg"]}.items():
+        node = budget_services.create_node(None, root, program.title(), program)
+        budget_services.set_grant(None, node, 4_000_000)
+        for child in children:
+            leaf = budget_services.create_node(None, node, child.title(), child)
+            budget_services.set_grant(None, leaf, 1_000_000)
+            user = get_user_model().objects.create_user(f"r-{child}", password="x")
+            Role.objects.create(user=user, role=Role.Kind.RESEARCHER, node=leaf)
+            users.append(user.username)
+    get_user_model().objects.create_user("r-free", password="x")
+    report = register_cluster(cluster, backend, {**options, "gpu_type": "H100"})
+    Cluster.objects.filter(pk=report.cluster.pk).update(gpu_type="H100")
+    return {"cluster": report.cluster.pk, "nodes": [n.name for n in report.nodes]}
+
+
+# -- load -----------------------------------------------------------------------------------------
+def _owner(project: str):
+    from django.contrib.auth import get_user_model
+
+    name = {"nlp/olmo": "r-olmo", "nlp/tulu": "r-tulu", "vision/seg": "r-seg"}.get(project)
+    return get_user_model().objects.get(username=name or "r-free")
+
+
+def submit(n: int, cluster: str, seed: int, sim: bool, max_s: int = 12) -> dict:
+    rng = random.Random(seed)
+    per_node = max(Node.objects.filter(cluster__name=cluster).values_list("gpus", flat=True))
+    ids = []
+    for i in range(n):
+        project = rng.choice(PROJECTS)
+        gpus = rng.choice([1, 2, 2, 4, 4, per_node, per_node])
+        real_s = rng.randint(2, max_s)
+        request = JobRequest(
+            name=f"fault-{seed}-{i}",
+            project=project,
+            cluster=cluster,
+            gpus=min(gpus, per_node),
+            min_runtime_s=60,
+            resumable=rng.random() < 0.7,
+            # simulated: speed 60 (a real second is a simulated minute); Slurm: a real sleep
+            sim_duration_s=real_s * 60 if sim else None,
+            command="" if sim else f"sleep {real_s}",
+        )
+        ids.append(submit_job(_owner(project), request).pk)
+    return {"submitted": ids}
+
+
+def cancel(k: int, seed: int) -> dict:
+    """Cancel up to k random unfinished jobs (their owners do it, as through the API)."""
+    rng = random.Random(seed)
+    candidates = list(
+        Job.objects.exclude(state__in=Job.TERMINAL).values_list("pk", "owner_id", "state")
+    )
+    chosen = rng.sample(candidates, min(k, len(candidates)))
+    done, failed = [], []
+    for pk, owner_id, _state in chosen:
+        from django.contrib.auth import get_user_model
+
+        try:
+            cancel_job(get_user_model().objects.get(pk=owner_id), pk)
+            done.append(pk)
+        except Exception as exc:  # the broker may be down: the cancel itself committed
+            failed.append(f"{pk}: {type(exc).__name__}: {exc}"[:200])
+    return {"cancelled": done, "errors": failed}
+
+
+# -- the backend's view ---------------------------------------------------------------------------
+def _remote_records(cluster: Cluster) -> tuple[list[dict], list[str]]:
+    """Every attempt the backend knows: [{key, job_id, external_id, state, ended, started}]."""
+    problems = []
+    if cluster.backend == "simulated":
+        from scheduling.backends.simulated import SimulatedBackend
+
+        backend = SimulatedBackend(cluster.name, cluster.options)
+        state = json.loads(backend.path.read_text()) if backend.path.exists() else {"jobs": {}}
+        jobs = state.get("jobs", {})
+        # Records are keyed by attempt key and numbered by launch: if every launch got its own
+        # number and no record was replaced, launches == records.
+        launches = state.get("next_id", 1) - 1
+        if launches != len(jobs):
+            problems.append(f"simulated backend: {launches} launches but {len(jobs)} attempts")
+        now = time.time()
+        records = []
+        for key, rec in jobs.items():
+            ended = rec.get("ended_wall")
+            running = rec["state"] == "running"
+            if running and rec.get("duration_s") is not None:  # finished, not yet noticed
+                end = rec["started_wall"] + rec["duration_s"] / float(backend.speed)
+                if end <= now:
+                    running, ended = False, end
+            records.append(
+                {
+                    "key": key,
+                    "job_id": rec["job_id"],
+                    "external_id": rec["external_id"],
+                    "state": "running" if running else rec["state"],
+                    "started": rec["started_wall"],
+                    "ended": ended,
+                }
+            )
+        return records, problems
+    from scheduling.dispatch import backend_for
+
+    records = []
+    for remote in backend_for(cluster)._jobs():  # squeue: every state, for MinJobAge
+        start = remote.extra.get("start_time") or 0
+        records.append(
+            {
+                "key": remote.attempt_key,
+                "job_id": remote.job_id,
+                "external_id": remote.external_id,
+                "state": str(remote.state),
+                "slurm_state": remote.extra.get("slurm_state"),
+                "started": float(start) if start else None,
+                "ended": remote.ended_at,
+            }
+        )
+    return records, problems
+
+
+# -- the invariants -------------------------------------------------------------------------------
+def _runs(events: list[JobEvent]) -> list[dict]:
+    """A job's runs from its timeline: start (the 'running' event) to the event that ended it."""
+    runs, current = [], None
+    for event in events:
+        if event.kind == "running":
+            current = {"start": event.at, "end": None, "funded": "(funded by" in event.message}
+            runs.append(current)
+        elif event.kind in END_KINDS and current is not None:
+            current["end"] = event.at
+            current = None
+    return runs
+
+
+def _cost(gpu_seconds: int, factor: Decimal) -> int:
+    return int((Decimal(gpu_seconds) * factor).to_integral_value(ROUND_HALF_UP))
+
+
+def check(cluster_name: str, grace_s: float, charge_interval_s: float, final: bool = False) -> dict:
+    now = timezone.now()
+    cluster = Cluster.objects.get(name=cluster_name)
+    factor = GpuType.objects.get(name=cluster.gpu_type).cost_factor
+    jobs = {j.pk: j for j in Job.objects.filter(cluster=cluster)}
+    events = defaultdict(list)
+    for event in JobEvent.objects.filter(job__cluster=cluster).order_by("at", "id"):
+        events[event.job_id].append(event)
+    usage = defaultdict(list)
+    for entry in UsageEntry.objects.filter(job_ref__in=list(jobs)).order_by("interval_start"):
+        usage[entry.job_ref].append(entry)
+    liens = {lien.job_ref: lien for lien in Lien.objects.filter(job_ref__in=list(jobs))}
+    records, problems = _remote_records(cluster)
+    by_key = {r["key"]: r for r in records}
+    v: list[str] = list(problems)
+
+    def age(moment) -> float:
+        if moment is None:
+            return math.inf
+        if isinstance(moment, datetime):
+            return (now - moment).total_seconds()
+        return now.timestamp() - float(moment)
+
+    # 1. nothing lost, nothing stuck in between
+    for job in jobs.values():
+        tag = f"job {job.pk} ({job.state}, attempt {job.attempt_key or '-'})"
+        if job.state == Job.State.PREEMPTED and age(job.ended_at) > grace_s:
+            v.append(f"{tag}: preempted {age(job.ended_at):.1f} s ago and never requeued")
+        if job.state != Job.State.RUNNING:
+            continue
+        remote = by_key.get(job.attempt_key)
+        if not job.dispatched and age(job.started_at) > grace_s:
+            v.append(f"{tag}: start committed {age(job.started_at):.1f} s ago, not dispatched")
+        if remote is None and age(job.started_at) > grace_s:
+            v.append(f"{tag}: running in Allot for {age(job.started_at):.1f} s, unknown to backend")
+        if (
+            remote
+            and remote["state"] not in ("running", "pending")
+            and age(remote["ended"]) > (grace_s)
+        ):
+            v.append(
+                f"{tag}: the backend says {remote['state']} {age(remote['ended']):.1f} s ago, "
+                "Allot still says running"
+            )
+    lost = JobEvent.objects.filter(job__cluster=cluster, message=LOST).count()
+    if lost:
+        v.append(f"{lost} attempts taken for lost although the backend never lost one")
+
+    # 2. nothing launched twice
+    running_per_job = defaultdict(list)
+    started_per_key = defaultdict(list)
+    for rec in records:
+        job = jobs.get(rec["job_id"])
+        if rec["state"] == "running":
+            running_per_job[rec["job_id"]].append(rec["key"])
+        if rec.get("started"):
+            started_per_key[rec["key"]].append(rec["external_id"])
+        issued = job is not None and any(
+            f"{job.pk}-{n}" == rec["key"] for n in range(1, job.attempt + 1)
+        )
+        if not issued:
+            v.append(f"backend attempt {rec['key']} ({rec['external_id']}) was never started")
+            continue
+        current = job.state == Job.State.RUNNING and job.attempt_key == rec["key"]
+        if rec["state"] == "running" and not current:
+            over = _runs(events[job.pk])
+            n = int(rec["key"].rsplit("-", 1)[1])
+            ended = over[n - 1]["end"] if n - 1 < len(over) else None
+            if age(ended) > grace_s:
+                v.append(
+                    f"backend still runs {rec['key']} ({rec['external_id']}), over in Allot "
+                    f"{age(ended):.1f} s ago (job {job.state})"
+                )
+    for job_id, keys in running_per_job.items():
+        if len(keys) > 1:
+            v.append(f"job {job_id}: {len(keys)} attempts running at once on the backend: {keys}")
+    for key, ids in started_per_key.items():
+        if len(ids) > 1:
+            v.append(f"attempt {key} launched {len(ids)} times on the backend: {ids}")
+
+    # 3. the ledger equals funded occupancy x cost, to the second
+    charged_total = expected_total = 0
+    for job in jobs.values():
+        runs = _runs(events[job.pk])
+        entries = usage.get(job.pk, [])
+        for entry in entries:
+            if entry.cost_gpu_seconds != _cost(entry.gpu_seconds, factor):
+                v.append(f"job {job.pk}: entry {entry.pk} costs {entry.cost_gpu_seconds}")
+        claimed = set()
+        for index, run in enumerate(runs):
+            end = run["end"]
+            if end is None:  # the open run: charged up to last_charged_at
+                if job.state != Job.State.RUNNING or index != len(runs) - 1:
+                    v.append(f"job {job.pk}: run {index + 1} never ended but job is {job.state}")
+                    continue
+                end = job.last_charged_at
+                if run["funded"] and age(end) > charge_interval_s + grace_s:
+                    v.append(f"job {job.pk}: not charged for {age(end):.1f} s while running")
+            mine = [e for e in entries if run["start"] <= e.interval_start < (end or now)]
+            claimed.update(e.pk for e in mine)
+            seconds = sum(e.gpu_seconds for e in mine)
+            expected = job.gpus * int((end - run["start"]).total_seconds()) if run["funded"] else 0
+            charged_total += seconds
+            expected_total += expected
+            if seconds != expected:
+                v.append(
+                    f"job {job.pk} run {index + 1} ({'funded' if run['funded'] else 'unfunded'}, "
+                    f"{job.gpus} GPUs, {run['start']:%H:%M:%S.%f}..{end:%H:%M:%S.%f}): charged "
+                    f"{seconds} GPU-s, occupancy is {expected}"
+                )
+            cursor = run["start"]
+            for e in mine:  # contiguous: no second twice, none skipped
+                if e.interval_start != cursor:
+                    v.append(f"job {job.pk}: ledger gap/overlap at {e.interval_start}")
+                cursor = e.interval_end
+        stray = [e.pk for e in entries if e.pk not in claimed]
+        if stray:
+            v.append(f"job {job.pk}: {len(stray)} ledger entries outside any run")
+
+    # 4. no lien left open for a job that is not running
+    for job_ref, lien in liens.items():
+        job = jobs[job_ref]
+        if lien.released_at is None and job.state != Job.State.RUNNING:
+            v.append(f"job {job_ref} is {job.state} but its lien is still open")
+    for job in jobs.values():
+        if job.state == Job.State.RUNNING and job.funded:
+            lien = liens.get(job.pk)
+            if lien is None or lien.released_at is not None:
+                v.append(f"job {job.pk} runs funded without an open lien")
+
+    # 5. the loop keeps going
+    if age(cluster.last_pass_at) > grace_s:
+        v.append(f"no scheduling pass for {age(cluster.last_pass_at):.1f} s")
+    if age(cluster.last_sync_at) > grace_s:
+        v.append(f"no backend sync for {age(cluster.last_sync_at):.1f} s")
+    if final:
+        unfinished = [j.pk for j in jobs.values() if j.state not in Job.TERMINAL]
+        if unfinished:
+            v.append(f"{len(unfinished)} jobs never finished: {unfinished[:20]}")
+
+    states = defaultdict(int)
+    for job in jobs.values():
+        states[job.state] += 1
+    return {
+        "violations": v,
+        "states": dict(states),
+        "attempts": sum(j.attempt for j in jobs.values()),
+        "backend_attempts": len(records),
+        "charged_gpu_s": charged_total,
+        "expected_gpu_s": expected_total,
+        "events": {
+            kind: JobEvent.objects.filter(job__cluster=cluster, kind=kind).count()
+            for kind in ("running", "preempted", "requeued", "completed", "cancelled", "failed")
+        },
+        "open_liens": sum(1 for lien in liens.values() if lien.released_at is None),
+        "budget_nodes": BudgetNode.objects.count(),
+        "at": now.astimezone(UTC).isoformat(),
+    }
+
+
+def unfinished(cluster_name: str) -> dict:
+    return {
+        "n": Job.objects.filter(cluster__name=cluster_name).exclude(state__in=Job.TERMINAL).count()
+    }
+
+
+COMMANDS = {
+    "setup": setup,
+    "submit": submit,
+    "cancel": cancel,
+    "check": check,
+    "unfinished": unfinished,
+}
+
+
+def handle(request: dict) -> dict:
+    command = COMMANDS[request.pop("cmd")]
+    deadline = time.monotonic() + float(request.pop("retry_s", 60))
+    while True:
+        connections.close_all()  # the database may have restarted since the last command
+        try:
+            return {"ok": True, "result": command(**request)}
+        except DatabaseError as exc:
+            if time.monotonic() > deadline:
+                return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            time.sleep(0.5)
+        except Exception as exc:
+            return {
+                "ok": False,
+                "error": f"{type(exc).__name__}: {exc}",
+                "tb": traceback.format_exc(),
+            }
+
+
+def main() -> None:
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        print(json.dumps(handle(json.loads(line)), default=str), flush=True)
+
+
+if __name__ == "__main__":
+    main()
