@@ -15,7 +15,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from scheduling.engine import model as m
-from scheduling.models import Cluster, Job
+from scheduling.models import Cluster, Job, Reservation
 
 
 def epoch(moment: datetime | None) -> float:
@@ -77,12 +77,23 @@ def _user_usage(now: datetime, paths: dict[int, str], users: dict[int, str]):
 
 
 def _reservations(cluster: Cluster, now: datetime) -> tuple[m.Reservation, ...]:
-    """Approved reservation exceptions for this cluster, if the exceptions workflow is there."""
-    try:
-        from exceptions.inputs import reservations_for_cluster
-    except ImportError:
-        return ()
-    return tuple(reservations_for_cluster(cluster, now))
+    """The reservations the scheduler holds on this cluster until their end (one query)."""
+    rows = (
+        Reservation.objects.filter(cluster=cluster, released_at__isnull=True, ends_at__gt=now)
+        .select_related("project")
+        .order_by("starts_at", "pk")
+    )
+    return tuple(
+        m.Reservation(
+            id=r.ref,
+            cluster=cluster.name,
+            gpus=r.gpus,
+            start_s=r.starts_at.timestamp(),
+            end_s=r.ends_at.timestamp(),
+            project=r.project.slug_path if r.project_id else "",
+        )
+        for r in rows
+    )
 
 
 def build_snapshot(cluster: Cluster, now: datetime | None = None) -> SnapshotContext:
@@ -155,5 +166,6 @@ def build_snapshot(cluster: Cluster, now: datetime | None = None) -> SnapshotCon
         user_usage_gpu_s=_user_usage(now, paths, users),
         reservations=_reservations(cluster, now),
         policy=policy,
+        chain_balances=True,  # tree_stats gives every node its subtree balance
     )
     return SnapshotContext(snapshot=snapshot, jobs={str(j.pk): j for j in jobs}, cost_factors=cost)

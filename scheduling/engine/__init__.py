@@ -7,6 +7,7 @@ benchmark and the tests drive.
 from scheduling.engine.model import (
     BudgetNode,
     Decisions,
+    Defund,
     Explanation,
     HeldReservation,
     Node,
@@ -24,6 +25,7 @@ from scheduling.engine.model import (
 __all__ = [
     "BudgetNode",
     "Decisions",
+    "Defund",
     "Explanation",
     "HeldReservation",
     "Node",

@@ -20,8 +20,9 @@ class BudgetNode:
     """One node of the budget tree. ``path`` is slash-separated ("nlp/olmo"; top level "nlp").
 
     ``usage_gpu_s`` is this node's OWN windowed usage (jobs charged directly to it); the engine
-    rolls subtree usage up itself. ``remaining_gpu_s`` is the balance left this period that can
-    fund new work (meaningful for the leaf projects jobs are charged to).
+    rolls subtree usage up itself. ``remaining_gpu_s`` is the balance left this period for the
+    node's whole subtree (grant − charged − held, its descendants included): a job is funded
+    only while its project AND every ancestor given here have something left.
     """
 
     path: str
@@ -114,6 +115,10 @@ class Snapshot:
     user_usage_gpu_s: dict[tuple[str, str], float] = field(default_factory=dict)
     reservations: tuple[Reservation, ...] = ()
     policy: Policy = field(default_factory=Policy)
+    # True when every budget node's remaining_gpu_s is its subtree balance (the live loop and
+    # the simulator): then every ancestor's balance limits funding, not only the project's.
+    # Snapshots that give balances for leaf projects only leave it False.
+    chain_balances: bool = False
 
 
 # ---- outputs ------------------------------------------------------------------------------
@@ -133,6 +138,17 @@ class Preempt:
     reason: str  # a sentence a researcher can read
     by_job_id: str | None
     requeue: bool  # True: back to the queue keeping its submit time (restarts if not resumable)
+
+
+@dataclass(frozen=True)
+class Defund:
+    """A funded run past its protection whose budget (its project's or an ancestor's) has run
+    out: from ``at_s`` it is unallocated, no longer charged, and preemptible by anyone."""
+
+    job_id: str
+    at_s: float
+    path: str  # the budget node that ran out
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -180,3 +196,4 @@ class Decisions:
     pending: dict[str, PendingInfo] = field(default_factory=dict)
     explanations: dict[str, Explanation] = field(default_factory=dict)
     drains: dict[str, float] = field(default_factory=dict)  # drained node -> time it is empty
+    defunded: tuple[Defund, ...] = ()

@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from budgets.models import GpuType
 from scheduling import dispatch
 from scheduling.backends.base import RemoteState
 from scheduling.discovery import register_cluster
@@ -23,6 +24,7 @@ def slurm_cluster(db):
         fcntl.flock(lock, fcntl.LOCK_SH)
         if not controller_answers():
             service_missing("no Slurm controller answers `scontrol ping` (run scripts/slurm-up.sh)")
+        GpuType.objects.get_or_create(name="H100")  # priced first: unpriced nodes stay drained
         report = register_cluster(
             f"slurm-{uuid.uuid4().hex[:6]}",
             "slurm",
