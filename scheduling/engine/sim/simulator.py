@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from scheduling.engine.model import BudgetNode, Node, PendingJob, Policy, RunningJob, Snapshot
 from scheduling.engine.passes import run_pass
 from scheduling.engine.sim.scenario import Scenario, TraceJob
-from scheduling.engine.tree import FairTree
+from scheduling.engine.tree import FairTree, ancestors
 from scheduling.engine.usage import DecayedUsage, HardWindowUsage
 
 # Order of events at one instant: finishes and preemptions free GPUs before starts use them.
@@ -186,13 +186,13 @@ class Simulator:
             if r.funded and r.protected_until_s > t:
                 cost = self.node_cost[r.nodes[0][0]]
                 liens[r.project] += (r.protected_until_s - t) * r.gpus * cost
+        # Subtree balances, as the live loop gives them: spending counts against every ancestor.
+        committed: dict[str, float] = defaultdict(float)
+        for p in set(self.spent) | set(liens):
+            for anc in ancestors(p):
+                committed[anc] += self.spent.get(p, 0.0) + liens.get(p, 0.0)
         budgets = tuple(
-            BudgetNode(
-                p,
-                self.shares[p],
-                self.usage.value(p, t),
-                self.grants[p] - self.spent.get(p, 0.0) - liens.get(p, 0.0),
-            )
+            BudgetNode(p, self.shares[p], self.usage.value(p, t), self.grants[p] - committed[p])
             for p in self.shares
         )
         user_usage = {k: self.user_usage.value(k, t) for k in self.user_usage.keys()}
@@ -209,6 +209,7 @@ class Simulator:
             user_usage,
             (),
             self.policy,
+            chain_balances=True,
         )
 
     # ---- the loop ----------------------------------------------------------------------
@@ -316,6 +317,11 @@ class Simulator:
         self.last_pass = t
         self.res.passes += 1
         decisions = run_pass(self._snapshot(t), details=False)
+        for d in decisions.defunded:  # the budget floor: unallocated from now, no longer charged
+            r = self._stop(d.job_id)
+            r = replace(r, funded=False)
+            self.running[d.job_id] = r
+            self._rates(r, +1)
         for p in decisions.preemptions:
             r = self._stop(p.job_id)
             state = self.jobs[p.job_id]
