@@ -167,6 +167,26 @@ def remaining_cost_seconds(node: BudgetNode, period: BudgetPeriod | None = None)
     return int((grant or 0) * HOUR) - used - held
 
 
+def remaining_by_path(period: BudgetPeriod | None = None) -> dict[str, int]:
+    """Cost-GPU-seconds every active node can still spend this period (grant − used − held,
+    subtrees included), keyed by treebeard path: three queries, for the charging floor."""
+    period = period or BudgetPeriod.current()
+    nodes = with_grants(BudgetNode.objects.filter(archived=False), period).values_list(
+        "path", "grant_in_force"
+    )
+    used = usage_by_path(period.start_at, period.end_at)
+    held = held_by_path()
+    return {
+        path: int((grant or 0) * HOUR) - used.get(path, 0) - held.get(path, 0)
+        for path, grant in nodes
+    }
+
+
+def chain_paths(node: BudgetNode) -> list[str]:
+    """The treebeard paths of `node` and its ancestors, from the top."""
+    return [node.path[:end] for end in range(STEP, len(node.path) + 1, STEP)]
+
+
 def window_start(now: dt.datetime | None = None, days: int | None = None) -> dt.datetime:
     days = settings.ALLOT_FAIRSHARE_WINDOW_DAYS if days is None else days
     return (now or timezone.now()) - dt.timedelta(days=days)

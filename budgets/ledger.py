@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from budgets.balances import remaining_cost_seconds
+from budgets.balances import chain_paths, remaining_cost_seconds
 from budgets.errors import BudgetValidationError, InsufficientFunds
 from budgets.models import BudgetNode, GpuType, Lien, UsageEntry
 
@@ -47,7 +47,9 @@ def charge_usage(
     if interval_end < interval_start:
         raise BudgetValidationError("interval_end", "The interval ends before it starts.")
     if job_ref is not None:
-        existing = UsageEntry.objects.filter(job_ref=job_ref, interval_start=interval_start).first()
+        existing = UsageEntry.objects.filter(
+            job_ref=job_ref, interval_start=interval_start, reverses__isnull=True
+        ).first()
         if existing is not None:
             return existing, False
     cost = cost_of(int(gpu_seconds), gpu_type)
@@ -64,7 +66,9 @@ def charge_usage(
                 cost_gpu_seconds=cost,
             )
     except IntegrityError:  # a concurrent charger recorded it first
-        return UsageEntry.objects.get(job_ref=job_ref, interval_start=interval_start), False
+        return UsageEntry.objects.get(
+            job_ref=job_ref, interval_start=interval_start, reverses__isnull=True
+        ), False
     if job_ref is not None:
         Lien.objects.filter(job_ref=job_ref, released_at__isnull=True).update(
             charged_gpu_seconds=F("charged_gpu_seconds") + cost
@@ -84,18 +88,24 @@ def hold_lien(node, job_ref, cost_gpu_seconds, *, require_funds=True, now=None) 
     cost = int(cost_gpu_seconds)
     if cost < 0:
         raise BudgetValidationError("cost_gpu_seconds", "A lien cannot be negative.")
-    node = BudgetNode.objects.select_for_update().get(pk=node.pk)
+    # Lock the whole chain, top first (one order for every caller, so no deadlock): spending
+    # counts against every ancestor, and two passes must not both spend its last hours.
+    chain = list(
+        BudgetNode.objects.select_for_update().filter(path__in=chain_paths(node)).order_by("path")
+    )
+    node = chain[-1]
     lien = Lien.objects.select_for_update().filter(job_ref=job_ref).first()
     if lien is not None and lien.released_at is None:
         return lien
     if require_funds:
-        remaining = remaining_cost_seconds(node)
-        if cost > remaining:
-            raise InsufficientFunds(
-                "cost_gpu_seconds",
-                f"{node.label} has {max(remaining, 0) / 3600:,.1f} GPU-hours left; "
-                f"this needs {cost / 3600:,.1f}.",
-            )
+        for holder in chain:
+            remaining = remaining_cost_seconds(holder)
+            if cost > remaining:
+                raise InsufficientFunds(
+                    "cost_gpu_seconds",
+                    f"{holder.label} has {max(remaining, 0) / 3600:,.1f} GPU-hours left; "
+                    f"this needs {cost / 3600:,.1f}.",
+                )
     now = now or timezone.now()
     if lien is None:
         return Lien.objects.create(
@@ -123,3 +133,61 @@ def release_lien(job_ref, *, now=None) -> bool:
             released_at=now or timezone.now()
         )
     )
+
+
+def _reverse(charge: UsageEntry, kept_gpu_s: int) -> int:
+    """Write the reversal of what `charge` holds beyond `kept_gpu_s`; return the cost."""
+    excess_gpu_s = charge.gpu_seconds - kept_gpu_s
+    excess_cost = charge.cost_gpu_seconds - cost_of(kept_gpu_s, charge.gpu_type)
+    if excess_gpu_s <= 0 and excess_cost <= 0:
+        return 0
+    UsageEntry.objects.create(
+        node_id=charge.node_id,
+        job_ref=charge.job_ref,
+        user_id=charge.user_id,
+        gpu_type=charge.gpu_type,
+        interval_start=charge.interval_start,
+        interval_end=charge.interval_end,
+        gpu_seconds=-excess_gpu_s,
+        cost_gpu_seconds=-excess_cost,
+        reverses=charge,
+    )
+    return excess_cost
+
+
+def _open_charges(job_ref):
+    return (
+        UsageEntry.objects.select_for_update()
+        .filter(job_ref=job_ref, reverses__isnull=True, reversal__isnull=True)
+        .select_related("gpu_type")
+        .order_by("interval_start")
+    )
+
+
+@transaction.atomic
+def reverse_usage_after(job_ref, end, gpus: int) -> int:
+    """Give back what job `job_ref` was charged beyond `end` (its real end, learnt late).
+
+    Each charge reaching past `end` gets one reversal row for its excess: the charge's cost
+    minus what the kept part would have cost, so the ledger then holds exactly what charging
+    up to `end` would have written. Returns the cost-GPU-seconds given back. Repeating it
+    changes nothing (a charge is reversed at most once).
+    """
+    returned = 0
+    for charge in _open_charges(job_ref).filter(interval_end__gt=end):
+        kept_s = max(0, int((end - charge.interval_start).total_seconds()))
+        returned += _reverse(charge, min(charge.gpu_seconds, gpus * kept_s))
+    return returned
+
+
+@transaction.atomic
+def reverse_usage_before(job_ref, start, gpus: int) -> int:
+    """Give back what job `job_ref` was charged before `start` (the backend started it later
+    than the pass decided). Returns the cost-GPU-seconds given back."""
+    returned = 0
+    for charge in _open_charges(job_ref).filter(interval_start__lt=start):
+        kept_s = max(
+            0, int((charge.interval_end - max(start, charge.interval_start)).total_seconds())
+        )
+        returned += _reverse(charge, min(charge.gpu_seconds, gpus * kept_s))
+    return returned

@@ -113,8 +113,12 @@ class UsageEntry(models.Model):
     """One charged interval of one job: the append-only ledger balances derive from.
 
     `job_ref` is the scheduling Job id (kept as a plain integer so the ledger survives job
-    clean-up). (job_ref, interval_start) is unique, so charging the same interval twice — a
-    retried task, two workers — records it once.
+    clean-up). (job_ref, interval_start) is unique among charges, so charging the same interval
+    twice — a retried task, two workers — records it once.
+
+    A charge that proves too long (the job had ended during a backend outage) is never edited
+    or deleted: a reversal row (`reverses` set, amounts negative or zero, the same interval so
+    windows and periods net out exactly) gives the excess back. At most one per charge.
     """
 
     node = models.ForeignKey(BudgetNode, on_delete=models.PROTECT, related_name="usage")
@@ -125,19 +129,31 @@ class UsageEntry(models.Model):
     gpu_type = models.ForeignKey(GpuType, on_delete=models.PROTECT)
     interval_start = models.DateTimeField()
     interval_end = models.DateTimeField()
-    gpu_seconds = models.PositiveBigIntegerField()
-    cost_gpu_seconds = models.PositiveBigIntegerField()
+    gpu_seconds = models.BigIntegerField()
+    cost_gpu_seconds = models.BigIntegerField()
+    reverses = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="reversal"
+    )
     recorded_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         verbose_name_plural = "usage entries"
         constraints = [
             models.UniqueConstraint(
-                fields=["job_ref", "interval_start"], name="usage_once_per_job_interval"
+                fields=["job_ref", "interval_start"],
+                condition=models.Q(reverses__isnull=True),
+                name="usage_once_per_job_interval",
             ),
             models.CheckConstraint(
                 condition=models.Q(interval_end__gte=models.F("interval_start")),
                 name="usage_interval_ordered",
+            ),
+            models.CheckConstraint(
+                condition=(
+                    models.Q(reverses__isnull=True, gpu_seconds__gte=0, cost_gpu_seconds__gte=0)
+                    | models.Q(reverses__isnull=False, gpu_seconds__lte=0, cost_gpu_seconds__lte=0)
+                ),
+                name="usage_sign_matches_kind",
             ),
         ]
         indexes = [models.Index(fields=["interval_start", "node"], name="usage_by_time_node")]

@@ -10,9 +10,10 @@
   The top-up ends with the period: at expiry the *next* period's grant is written back down.
   Hours already spent are not clawed back — the period they were granted for is over, and
   charging them twice would punish the approved run.
-- reservation: nothing to write: `inputs.reservations_for_cluster` hands approved and active
-  reservations to the engine, which holds the capacity from the start and backfills it only
-  with work that yields before then.
+- reservation: at approval (before its window opens, so the engine can clear capacity without
+  cutting protected work) the workflow writes a reservation record the scheduler owns
+  (`scheduling.services.hold_reservation`); expiry releases it. Effects flow one way: the
+  scheduler never reads the workflow's tables.
 """
 
 from __future__ import annotations
@@ -56,12 +57,32 @@ def apply(request: ExceptionRequest, actor, now: dt.datetime) -> dict:
     return {}
 
 
+def approved(request: ExceptionRequest, now: dt.datetime) -> None:
+    """What an approval writes before the exception's start: a reservation's held capacity."""
+    from scheduling.services import hold_reservation
+
+    if request.kind != Kind.RESERVATION:
+        return
+    hold_reservation(
+        f"exception-{request.pk}",
+        request.cluster,
+        request.node,
+        request.gpus,
+        request.starts_at,
+        request.ends_at,
+        request.source,
+    )
+
+
 def undo(request: ExceptionRequest, now: dt.datetime) -> None:
+    from scheduling.services import release_reservation
+
     if request.kind == Kind.EXTENDED_PROTECTION:
         _unprotect(request, now)
     elif request.kind == Kind.BUDGET_TOPUP:
         _end_topup(request, now)
     else:
+        release_reservation(f"exception-{request.pk}", now)
         _note(request, now, "The reservation's window is over; its capacity is free again.")
 
 

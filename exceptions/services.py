@@ -114,6 +114,10 @@ def _locked(pk) -> ExceptionRequest:
 def _decider_tier(actor, request) -> str:
     if actor.pk == request.requester_id:
         raise ExceptionPermissionError(None, "Nobody approves or rejects their own request.")
+    if request.job_id is not None and request.job.owner_id == actor.pk:
+        raise ExceptionPermissionError(
+            None, "Nobody approves or rejects a request about their own job, whoever filed it."
+        )
     tier = approvers.tier_of(actor, request)
     if tier is None:
         raise ExceptionPermissionError(None, "You are not an approver for this request.")
@@ -180,6 +184,7 @@ def approve_exception(actor, pk, *, comment="", now=None) -> ExceptionRequest:
         "approved",
         f"{actor.get_username()} approved your request: {request.target_label}.",
     )
+    effects.approved(request, now)
     if request.starts_at is None or request.starts_at <= now:
         _activate(request, actor, now)
     return request

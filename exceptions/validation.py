@@ -71,7 +71,8 @@ def protection(actor, job, hours) -> dict:
     if job.is_terminal:
         raise ExceptionValidationError("job", f"Job #{job.pk} is already {job.state}.")
     amount = _decimal(hours, "hours", "number of hours").quantize(Decimal("0.01"))
-    own = Decimal(job.min_runtime_s) / 3600
+    cap = int(getattr(settings, "ALLOT_MAX_MIN_RUNTIME_S", 8 * 3600))
+    own = Decimal(min(job.min_runtime_s, cap)) / 3600  # what its contract alone protects
     if amount <= own:
         raise ExceptionValidationError(
             "hours", f"Job #{job.pk} is already protected for {own:g} h; ask for more than that."

@@ -4,65 +4,96 @@ Only funded occupancy is charged; unfunded work is free. Charging is idempotent 
 interval: the ledger's (job_ref, interval_start) is unique and a job's ``last_charged_at``
 advances with a conditional UPDATE in the same transaction, so a retried or concurrent charge
 records each second once.
+
+What is charged, from when to when (docs/budgets.md says it for users):
+
+1. from the start the backend confirms (or the pass's decision until it does) to the run's
+   real end — the backend's end time when it reports one, even if Allot learns it late;
+2. at the price of the nodes the run occupies (``pricing``);
+3. during protection the lien pays; after it, only while the project and every ancestor
+   still have a balance (the floor): charging stops where the balance reaches zero, and the
+   next pass makes the run unallocated from that moment (``defund``).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from decimal import Decimal
 
 from django.db import transaction
 from django.utils import timezone
 
 from portal.faults import fault_point
-from scheduling.models import Job
+from scheduling import pricing
+from scheduling.models import Job, JobEvent
 
 
-def _gpu_type(job: Job, known: dict | None = None):
-    """The job's GPU type row; ``known`` caches rows by name across the jobs of one charge."""
-    from budgets.models import GpuType
-
-    name = job.cluster.gpu_type
-    if known is not None and name in known:
-        return known[name]
-    gpu_type, _ = GpuType.objects.get_or_create(name=name, defaults={"cost_factor": Decimal(1)})
-    if known is not None:
-        known[name] = gpu_type
-    return gpu_type
-
-
-def protected_window_cost(job: Job, cost_factor: Decimal, protected_s: int) -> int:
-    return int(Decimal(job.gpus * protected_s) * cost_factor)
+def protected_window_cost(job: Job, protected_s: int) -> int:
+    """The lien for a protected window: the same price the ledger will charge for it."""
+    return pricing.cost_gpu_seconds(job, protected_s)
 
 
 def hold_start_lien(job: Job, protected_s: int) -> bool:
-    """Hold the protected window's cost. False when the balance no longer covers it (another
-    cluster's pass spent it first): the job then runs unfunded."""
+    """Hold the protected window's cost on the job's whole budget chain. False when a balance
+    no longer covers it (another cluster's pass spent it first); the caller then does not
+    start the job as funded. Nothing is written on failure."""
     from budgets import ledger
     from budgets.errors import InsufficientFunds
 
-    if not job.funded or job.project_id is None:
+    if job.project_id is None:
         return False
-    gpu_type = _gpu_type(job)
     try:
         with transaction.atomic():
-            ledger.hold_lien(
-                job.project, job.pk, protected_window_cost(job, gpu_type.cost_factor, protected_s)
-            )
+            ledger.hold_lien(job.project, job.pk, protected_window_cost(job, protected_s))
     except InsufficientFunds:
-        Job.objects.filter(pk=job.pk).update(funded=False)
-        job.funded = False
         return False
     return True
 
 
-def _charge_until(job: Job, until: datetime, known_types: dict | None = None) -> int:
-    """Charge [last_charged_at, until) for one job; return the GPU-seconds charged."""
+class Floor:
+    """Balances along each job's budget chain, read once per charging run (three queries) and
+    spent in memory as the run charges, so no budget is charged below zero."""
+
+    def __init__(self):
+        self.left: dict[str, int] | None = None
+
+    def _chain(self, job: Job) -> list[str]:
+        from budgets.balances import chain_paths
+
+        return chain_paths(job.project)
+
+    def cap(self, job: Job, start: datetime, end: datetime, known: dict | None) -> datetime:
+        """How far [start, end) may be charged: the protected part in full (the lien pays),
+        the rest while every node on the chain has a balance."""
+        from budgets.balances import remaining_by_path
+
+        free_from = max(start, job.protected_until or start)
+        if end <= free_from:
+            return end
+        if self.left is None:
+            self.left = remaining_by_path()
+        per_s = pricing.cost_gpu_seconds(job, 1, known) or 1
+        avail = min(self.left.get(p, 0) for p in self._chain(job))
+        return min(end, free_from + timedelta(seconds=max(0, avail) // per_s))
+
+    def spend(self, job: Job, cost: int, start: datetime, end: datetime) -> None:
+        if self.left is None or job.protected_until is None or end <= job.protected_until:
+            return
+        part = (end - max(start, job.protected_until)) / (end - start) if end > start else 0
+        for path in self._chain(job):
+            if path in self.left:
+                self.left[path] -= int(cost * part)
+
+
+def _charge_until(
+    job: Job, until: datetime, known: dict | None = None, floor: Floor | None = None
+) -> int:
+    """Charge [last_charged_at, until) for one job, within the floor; return GPU-seconds."""
     from budgets import ledger
 
     start = job.last_charged_at or job.started_at
     if not job.funded or job.project_id is None or start is None or until <= start:
         return 0
+    until = (floor or Floor()).cap(job, start, until, known)
     seconds = int((until - start).total_seconds())
     if seconds <= 0:
         return 0
@@ -72,9 +103,17 @@ def _charge_until(job: Job, until: datetime, known_types: dict | None = None) ->
     )
     if advanced != 1:  # another worker charged this interval first
         return 0
-    ledger.charge_usage(
-        job.project, job.pk, job.owner, _gpu_type(job, known_types), start, end, job.gpus * seconds
+    entry, _ = ledger.charge_usage(
+        job.project,
+        job.pk,
+        job.owner,
+        pricing.gpu_type_row(job, known),
+        start,
+        end,
+        job.gpus * seconds,
     )
+    if floor is not None:
+        floor.spend(job, entry.cost_gpu_seconds, start, end)
     job.last_charged_at = end
     return job.gpus * seconds
 
@@ -88,22 +127,77 @@ def charge_running_jobs(now: datetime | None = None) -> int:
         Job.objects.select_for_update(of=("self",))
         .filter(state=Job.State.RUNNING, funded=True)
         .select_related("project", "owner", "cluster")
+        .order_by("pk")
     )
-    known_types: dict = {}  # one GpuType query per type, not per job
+    known: dict = {}  # one GpuType query per type, not per job
+    floor = Floor()
     for job in jobs:
-        total += _charge_until(job, now, known_types)
+        total += _charge_until(job, now, known, floor)
         fault_point("charge.job")
     return total
 
 
 def close_run(job: Job, now: datetime) -> None:
-    """A run ends (finish, preemption, cancel): charge to ``now``, keep progress, drop the lien."""
+    """A run ends (finish, preemption, cancel) at ``now``: charge to it, keep progress, drop
+    the lien. The caller holds the job row (``select_for_update``) so no charge interleaves.
+
+    ``now`` may be earlier than what was already charged: a job that ended during a backend
+    outage was charged provisionally until the backend answered again. What lies beyond the
+    real end is given back by reversal rows, in the caller's transaction (the one that closes
+    the job), so the ledger never shows the closed job overcharged.
+    """
     from budgets import ledger
 
     _charge_until(job, now)
+    if job.last_charged_at is not None and job.last_charged_at > now:
+        ledger.reverse_usage_after(job.pk, now, job.gpus)
+        Job.objects.filter(pk=job.pk).update(last_charged_at=now)
+        job.last_charged_at = now
     if job.funded:
         ledger.release_lien(job.pk)
     if job.started_at:
         ran = max(0, int((now - job.started_at).total_seconds()))
         job.run_seconds_done = job.run_seconds_done + ran if job.resumable else 0
         Job.objects.filter(pk=job.pk).update(run_seconds_done=job.run_seconds_done)
+
+
+def defund(job: Job, now: datetime, path: str) -> None:
+    """The engine's budget floor: the run is unallocated from where its charges stopped (the
+    moment the balance reached zero, at most ``now``). The caller holds the job row."""
+    from budgets import ledger
+
+    _charge_until(job, now)
+    ended = min(job.last_charged_at or now, now)
+    ledger.release_lien(job.pk)
+    Job.objects.filter(pk=job.pk).update(
+        funded=False, funding_ended_at=ended, protection_source="none (funding ran out)"
+    )
+    job.funded, job.funding_ended_at = False, ended
+    JobEvent.objects.create(
+        job=job,
+        at=ended,
+        kind="unfunded",
+        message=f"funding ran out at {ended:%Y-%m-%d %H:%M:%S} UTC ({path} has no balance "
+        "left); it runs unallocated and any job may preempt it",
+    )
+
+
+def confirm_start(job: Job, started: datetime) -> None:
+    """The backend reports when the attempt really started (later than the pass decided):
+    protection and charges count from then. Charges before it are given back. The caller
+    holds the job row."""
+    from budgets import ledger
+
+    if job.started_at is None or started - job.started_at < timedelta(seconds=1):
+        return  # the same start (the dispatch's own delay is not worth a ledger row)
+    delta = started - job.started_at
+    if job.funded and job.last_charged_at and job.last_charged_at > job.started_at:
+        ledger.reverse_usage_before(job.pk, started, job.gpus)
+    fields = {
+        "started_at": started,
+        "last_charged_at": max(job.last_charged_at or started, started),
+        "protected_until": job.protected_until + delta if job.protected_until else None,
+    }
+    Job.objects.filter(pk=job.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(job, name, value)

@@ -79,7 +79,16 @@ def rediscover_nodes(modeladmin, request, queryset):
 
 def _summary(report) -> str:
     vanished = f"; drained {', '.join(report.vanished)} (gone)" if report.vanished else ""
-    return f"{report.cluster.name}: {len(report.nodes)} nodes, {report.total_gpus} GPUs{vanished}"
+    unpriced = (
+        f"; UNPRICED GPU types {', '.join(report.unpriced)}: their nodes stay drained until "
+        "priced under GPU types"
+        if report.unpriced
+        else ""
+    )
+    return (
+        f"{report.cluster.name}: {len(report.nodes)} nodes, {report.total_gpus} GPUs"
+        f"{vanished}{unpriced}"
+    )
 
 
 @admin.register(Cluster)

@@ -17,6 +17,16 @@ from scheduling.transitions import transition
 
 
 def _apply_preemption(job: Job, decision: m.Preempt, now: datetime) -> None:
+    # The snapshot's row may be stale: charging may have advanced last_charged_at since. Close
+    # the run on the locked, current row so the interval up to now is charged exactly once.
+    locked = (
+        Job.objects.select_for_update(of=("self",))
+        .select_related("project", "owner", "cluster")
+        .get(pk=job.pk)
+    )
+    if locked.state != Job.State.RUNNING or locked.attempt_key != job.attempt_key:
+        return  # it ended meanwhile (reconcile closed it): nothing left to preempt
+    job = locked
     accounting.close_run(job, now)
     transition(
         job,
@@ -30,9 +40,39 @@ def _apply_preemption(job: Job, decision: m.Preempt, now: datetime) -> None:
     dispatch.enqueue_preempt(job)
 
 
+def _lien_holds(job: Job, decision: m.Start, now: datetime) -> bool:
+    """Hold a funded start's lien before anything else of the pass is written. Inside the pass
+    transaction it locks the project's budget chain, so a second cluster's pass waits for this
+    one to commit and then sees the spent balance. False: the balance is gone."""
+    job.nodes = [[name, gpus] for name, gpus in decision.nodes]  # priced by where it lands
+    protected_s = max(0, int(decision.protected_until_s - now.timestamp()))
+    return accounting.hold_start_lien(job, protected_s)
+
+
+def _not_started(job: Job) -> None:
+    """A funded start whose lien failed: it stays pending, nobody is preempted for it, and the
+    next pass decides again on the real balance (maybe unfunded)."""
+    Job.objects.filter(pk=job.pk).update(
+        pending_code="Unfunded",
+        pending_message="Its budget was spent by another pass at the same moment; the next "
+        "pass decides again on what is left.",
+    )
+
+
+def _apply_defund(job: Job, decision: m.Defund, now: datetime) -> None:
+    locked = (
+        Job.objects.select_for_update(of=("self",))
+        .select_related("project", "owner", "cluster")
+        .get(pk=job.pk)
+    )
+    if locked.state != Job.State.RUNNING or not locked.funded:
+        return
+    accounting.defund(locked, now, decision.path)
+    job.funded, job.funding_ended_at = False, locked.funding_ended_at
+
+
 def _apply_start(job: Job, decision: m.Start, now: datetime) -> None:
     attempt = job.attempt + 1
-    protected_s = max(0, int(decision.protected_until_s - now.timestamp()))
     fields = dict(
         nodes=[[name, gpus] for name, gpus in decision.nodes],
         started_at=now,
@@ -46,6 +86,7 @@ def _apply_start(job: Job, decision: m.Start, now: datetime) -> None:
         external_id="",
         dispatched=False,
         last_charged_at=now,
+        funding_ended_at=None,
         pending_code="",
         pending_message="",
         queue_position=None,
@@ -57,11 +98,12 @@ def _apply_start(job: Job, decision: m.Start, now: datetime) -> None:
         "funded by " + job.project.slug_path if decision.funded and job.project else "unfunded"
     )
     transition(job, Job.State.RUNNING, now, f"started on {where} ({funding})", **fields)
-    accounting.hold_start_lien(job, protected_s)
     dispatch.enqueue_start(job)
 
 
-def _remember_displacements(ctx: SnapshotContext, decisions: m.Decisions, now: datetime) -> None:
+def _remember_displacements(
+    ctx: SnapshotContext, decisions: m.Decisions, now: datetime, unfunded: set[str]
+) -> None:
     """Persist this pass's preemptions for standing on the victims' timelines; the next
     snapshot reads them back (snapshot._displacements) so the displacer is not displaced
     back by the victim's side of the tree while the memory lasts."""
@@ -74,13 +116,13 @@ def _remember_displacements(ctx: SnapshotContext, decisions: m.Decisions, now: d
             message=f"preempted for standing by job #{d.by_id} ({d.by_project})",
         )
         for d in decisions.displacements
-        if d not in known and d.victim_id in ctx.jobs
+        if d not in known and d.victim_id in ctx.jobs and d.by_id not in unfunded
     ]
     if rows:
         JobEvent.objects.bulk_create(rows)
 
 
-def _explanation_json(info: m.Explanation) -> dict:
+def _explanation_json(info: m.Explanation, job: Job) -> dict:
     return {
         "funded": info.funded,
         "funding_chain": list(info.funding_chain),
@@ -88,7 +130,10 @@ def _explanation_json(info: m.Explanation) -> dict:
         "protected_until": from_epoch(info.protected_until_s).isoformat()
         if from_epoch(info.protected_until_s)
         else None,
-        "protection_source": info.protection_source,
+        # The engine knows "an exception" for a run it just started; the job row names which.
+        "protection_source": job.protection_source
+        if info.protection_source == "exception"
+        else info.protection_source,
         "standing": [
             {
                 "path": s.path,
@@ -107,17 +152,26 @@ def _explanation_json(info: m.Explanation) -> dict:
 def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime, cluster) -> dict:
     """Write one pass's decisions. Returns counts for the pass log."""
     jobs = ctx.jobs
+    unfunded = {
+        d.job_id for d in decisions.starts if d.funded and not _lien_holds(jobs[d.job_id], d, now)
+    }
+    for decision in decisions.defunded:
+        _apply_defund(jobs[decision.job_id], decision, now)
     for decision in decisions.preemptions:
-        _apply_preemption(jobs[decision.job_id], decision, now)
+        if decision.by_job_id not in unfunded:  # no preemption on behalf of an unfunded start
+            _apply_preemption(jobs[decision.job_id], decision, now)
     for decision in decisions.starts:
-        _apply_start(jobs[decision.job_id], decision, now)
-    _remember_displacements(ctx, decisions, now)
-    started = {d.job_id for d in decisions.starts}
+        if decision.job_id in unfunded:
+            _not_started(jobs[decision.job_id])
+        else:
+            _apply_start(jobs[decision.job_id], decision, now)
+    _remember_displacements(ctx, decisions, now, unfunded)
+    started = {d.job_id for d in decisions.starts} - unfunded
 
     waiting = []
     for job_id, info in decisions.pending.items():
         job = jobs.get(job_id)
-        if job is None or job_id in started or job.state != Job.State.PENDING:
+        if job is None or job_id in started or job_id in unfunded or job.state != "pending":
             continue
         values = (info.code, info.message[:300], info.position, from_epoch(info.estimated_start_s))
         if values == (
@@ -140,7 +194,7 @@ def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime,
         job = jobs.get(job_id)
         if job is None or job.state != Job.State.RUNNING:
             continue
-        explanation = _explanation_json(info)
+        explanation = _explanation_json(info, job)
         if explanation != job.explanation:
             job.explanation = explanation
             explained.append(job)
@@ -154,7 +208,7 @@ def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime,
             drained.append(node)
     Node.objects.bulk_update(drained, ["drained_by"])
     return {
-        "started": len(decisions.starts),
+        "started": len(started),
         "preempted": len(decisions.preemptions),
         "waiting": len(decisions.pending),
     }

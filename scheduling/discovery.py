@@ -20,6 +20,7 @@ class DiscoveryReport:
     updated: list[str] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
+    unpriced: list[str] = field(default_factory=list)  # GPU types with no cost factor
 
     @property
     def total_gpus(self) -> int:
@@ -62,8 +63,23 @@ def rediscover(cluster: Cluster) -> DiscoveryReport:
         return _apply_discovery(cluster, discovered)
 
 
+UNPRICED = "unpriced GPU type"
+
+
+def _unpriced(discovered) -> set[str]:
+    from budgets.models import GpuType
+
+    types = {info.gpu_type for info in discovered}
+    return types - set(GpuType.objects.filter(name__in=types).values_list("name", flat=True))
+
+
 def _apply_discovery(cluster: Cluster, discovered) -> DiscoveryReport:
+    """Record the nodes. A node whose GPU type has no price is drained (nothing lands on it,
+    so nothing is charged at a guessed price) and reported, until an operator prices the type
+    and rediscovers; the drain then lifts by itself."""
     report = DiscoveryReport(cluster=cluster)
+    unpriced = _unpriced(discovered)
+    report.unpriced = sorted(unpriced)
     existing = {n.name: n for n in Node.objects.select_for_update().filter(cluster=cluster)}
     seen = set()
     for info in discovered:
@@ -83,6 +99,7 @@ def _apply_discovery(cluster: Cluster, discovered) -> DiscoveryReport:
             node.gpus, node.gpu_type, node.present = info.gpus, info.gpu_type, True
             node.save(update_fields=["gpus", "gpu_type", "present"])
             report.updated.append(info.name)
+        _mark_price(node, info.gpu_type in unpriced)
         report.nodes.append(node)
     now = timezone.now()
     for name, node in existing.items():
@@ -94,7 +111,19 @@ def _apply_discovery(cluster: Cluster, discovered) -> DiscoveryReport:
         node.drain_requested_at = now
         node.save(update_fields=["present", "drained", "drain_reason", "drain_requested_at"])
         report.vanished.append(name)
-    types = Counter(info.gpu_type for info in discovered)
+    types = Counter(info.gpu_type for info in discovered if info.gpu_type not in unpriced)
+    types = types or Counter(info.gpu_type for info in discovered)
     cluster.gpu_type = types.most_common(1)[0][0]
     cluster.save(update_fields=["gpu_type"])
     return report
+
+
+def _mark_price(node: Node, unpriced: bool) -> None:
+    if unpriced and not node.drained:
+        node.drained = True
+        node.drain_reason = f"{UNPRICED} {node.gpu_type}: set its cost factor, then rediscover"
+        node.drain_requested_at = timezone.now()
+        node.save(update_fields=["drained", "drain_reason", "drain_requested_at"])
+    elif not unpriced and node.drained and node.drain_reason.startswith(UNPRICED):
+        node.drained, node.drain_reason, node.drain_requested_at = False, "", None
+        node.save(update_fields=["drained", "drain_reason", "drain_requested_at"])

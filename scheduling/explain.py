@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.db.models import Sum
 from django.utils import timezone
 
+from scheduling import pricing
 from scheduling.models import Job
 
 
@@ -19,15 +20,17 @@ def funding_chain(job: Job) -> list[str]:
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def cost_factor(job: Job) -> float:
-    from budgets.models import GpuType
+def _priced(job: Job):
+    """(GPU type, cost factor) of the nodes the job runs on: the ledger's own price."""
+    try:
+        row = pricing.gpu_type_row(job)
+    except pricing.UnpricedGpuType as exc:
+        return exc.name, 0.0  # never placed on a priced node: nothing is charged at a guess
+    return row.name, float(row.cost_factor)
 
-    factor = (
-        GpuType.objects.filter(name=job.cluster.gpu_type)
-        .values_list("cost_factor", flat=True)
-        .first()
-    )
-    return float(factor) if factor is not None else 1.0
+
+def cost_factor(job: Job) -> float:
+    return _priced(job)[1]
 
 
 def charged_gpu_hours(job: Job) -> float:
@@ -45,12 +48,12 @@ def explain_job(job: Job, now=None, viewer=None) -> dict:
     now = now or timezone.now()
     stored = job.explanation or {}
     running = job.state == Job.State.RUNNING
-    factor = cost_factor(job)
+    gpu_type, factor = _priced(job)
     rate = job.gpus * factor if running else 0.0
     so_far = charged_gpu_hours(job)
     if running and job.funded and job.last_charged_at:
         so_far += job.gpus * factor * max(0.0, (now - job.last_charged_at).total_seconds()) / 3600
-    protected = running and job.protected_until and job.protected_until > now
+    protected = running and job.funded and job.protected_until and job.protected_until > now
     if not running:
         preemptible_by = f"Nothing: the job is {job.state}, it holds no GPUs."
     else:
@@ -62,7 +65,7 @@ def explain_job(job: Job, now=None, viewer=None) -> dict:
         "funding_chain": funding_chain(job) if job.funded else [],
         "project": job.project.slug_path if job.project_id else "",
         "gpus": job.gpus,
-        "gpu_type": job.cluster.gpu_type,
+        "gpu_type": gpu_type,
         "cost_factor": factor,
         "gpu_hours_per_hour": round(rate, 4),
         "charged_gpu_hours_per_hour": round(rate if job.funded else 0.0, 4),
@@ -71,6 +74,12 @@ def explain_job(job: Job, now=None, viewer=None) -> dict:
         if running and job.protected_until
         else None,
         "protected": bool(protected),
+        "funding_ended_at": job.funding_ended_at.isoformat() if job.funding_ended_at else None,
+        "funding_note": f"Funding ran out at {job.funding_ended_at:%Y-%m-%d %H:%M:%S} UTC: "
+        "its project's budget (or an ancestor's) reached zero after its protection ended; it "
+        "runs unallocated, is no longer charged, and any job may preempt it."
+        if job.funding_ended_at
+        else "",
         "protection_source": stored.get("protection_source") or job.protection_source,
         "standing": stored.get("standing", []),
         "preemptible_by": preemptible_by,

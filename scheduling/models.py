@@ -163,6 +163,8 @@ class Job(models.Model):
     external_id = models.CharField(max_length=128, blank=True)
     dispatched = models.BooleanField(default=False)  # the backend acknowledged this attempt
     last_charged_at = models.DateTimeField(null=True, blank=True)
+    # Set when the budget floor ended this run's funding: charges stopped here.
+    funding_ended_at = models.DateTimeField(null=True, blank=True)
     gpu_utilization = models.FloatField(null=True, blank=True)
     low_utilization_since = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
@@ -200,6 +202,34 @@ class Job(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.state in self.TERMINAL
+
+
+class Reservation(models.Model):
+    """Capacity the scheduler holds on a cluster for a project's run, from ``starts_at`` to
+    ``ends_at``. The scheduler owns it; the exceptions workflow writes one when it approves a
+    reservation request and ends it when the request expires (``source`` cites it)."""
+
+    ref = models.CharField(max_length=64, unique=True)  # the engine's id, e.g. "exception-12"
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="reservations")
+    project = models.ForeignKey(
+        "budgets.BudgetNode", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    gpus = models.PositiveIntegerField()
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    source = models.CharField(max_length=100, blank=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["starts_at", "pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(ends_at__gt=models.F("starts_at")), name="reservation_ordered"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.ref}: {self.gpus} GPUs on {self.cluster}"
 
 
 class JobEvent(models.Model):

@@ -56,11 +56,9 @@ def _finish(job_id: int, remote: RemoteJob) -> bool:
     )
     if job.state != Job.State.RUNNING or job.attempt_key != remote.attempt_key:
         return False
-    now = timezone.now()
-    if remote.ended_at is not None:  # charge to the real end, not to when we noticed it
-        ended = datetime.fromtimestamp(remote.ended_at, tz=UTC)
-        now = max(min(now, ended), job.started_at or ended)
-    accounting.close_run(job, now)
+    _confirm_start(job, remote)
+    now = _real_end(job, remote)
+    accounting.close_run(job, now)  # charges beyond the real end are reversed here
     fault_point("reconcile.finish_charged")  # charged, not yet closed: must roll back
     ok = remote.state == RemoteState.COMPLETED
     target = Job.State.COMPLETED if ok else Job.State.FAILED
@@ -69,8 +67,23 @@ def _finish(job_id: int, remote: RemoteJob) -> bool:
     return True
 
 
+def _real_end(job: Job, remote: RemoteJob | None) -> datetime:
+    """When the attempt really ended: the backend's word where it has one (it may be long past,
+    if the backend was unreachable meanwhile), never before the run started."""
+    now = timezone.now()
+    if remote is not None and remote.ended_at is not None:
+        ended = datetime.fromtimestamp(remote.ended_at, tz=UTC)
+        now = max(min(now, ended), job.started_at or ended)
+    return now
+
+
+def _confirm_start(job: Job, remote: RemoteJob) -> None:
+    if remote.started_at is not None:
+        accounting.confirm_start(job, datetime.fromtimestamp(remote.started_at, tz=UTC))
+
+
 @transaction.atomic
-def _lose(job_id: int, attempt_key: str, why: str) -> bool:
+def _lose(job_id: int, attempt_key: str, why: str, remote: RemoteJob | None = None) -> bool:
     job = (
         Job.objects.select_for_update(of=("self",))
         .select_related("project", "owner", "cluster")
@@ -78,7 +91,9 @@ def _lose(job_id: int, attempt_key: str, why: str) -> bool:
     )
     if job.state != Job.State.RUNNING or job.attempt_key != attempt_key:
         return False
-    now = timezone.now()
+    if remote is not None:
+        _confirm_start(job, remote)
+    now = _real_end(job, remote)
     accounting.close_run(job, now)
     transition(job, Job.State.PREEMPTED, now, why, ended_at=now, explanation={})
     transition(
@@ -95,7 +110,19 @@ def _lose(job_id: int, attempt_key: str, why: str) -> bool:
     return True
 
 
+@transaction.atomic
+def _confirm_running(job_id: int, remote: RemoteJob) -> None:
+    """The backend says when the attempt really started: protection and charges count from
+    then (the job row locked, so no charge interleaves)."""
+    job = Job.objects.select_for_update(of=("self",)).get(pk=job_id)
+    if job.state == Job.State.RUNNING and job.attempt_key == remote.attempt_key:
+        _confirm_start(job, remote)
+
+
 def _record_utilization(job: Job, remote: RemoteJob, now) -> None:
+    if remote.started_at is not None and job.started_at is not None:
+        if datetime.fromtimestamp(remote.started_at, tz=UTC) > job.started_at:
+            _confirm_running(job.pk, remote)
     if remote.gpu_utilization is None:
         return
     low_since = job.low_utilization_since
@@ -144,7 +171,9 @@ def reconcile_cluster(
                 if _finish(job.pk, remote):
                     report.finished.append(job.pk)
             elif remote.state in (RemoteState.PREEMPTED, RemoteState.CANCELLED):
-                if _lose(job.pk, job.attempt_key, f"stopped outside Allot ({remote.state})"):
+                if _lose(
+                    job.pk, job.attempt_key, f"stopped outside Allot ({remote.state})", remote
+                ):
                     report.lost.append(job.pk)
     fault_point("reconcile.orphans")
     for remote in remote_jobs:

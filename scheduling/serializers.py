@@ -36,6 +36,7 @@ class JobSerializer(serializers.ModelSerializer):
     pending_reason = serializers.SerializerMethodField()
     nodes = serializers.SerializerMethodField()
     command = serializers.SerializerMethodField()
+    protection_request = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -65,6 +66,8 @@ class JobSerializer(serializers.ModelSerializer):
             "nodes",
             "attempt",
             "gpu_utilization",
+            "funding_ended_at",
+            "protection_request",
         ]
         read_only_fields = fields
 
@@ -90,6 +93,13 @@ class JobSerializer(serializers.ModelSerializer):
         if job.state != Job.State.PENDING:
             return None
         return {"code": job.pending_code, "message": job.pending_message}
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_protection_request(self, job) -> str | None:
+        """Where to ask for the protection a min runtime above the cap needs."""
+        from scheduling.services import protection_request_url
+
+        return protection_request_url(job)
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_nodes(self, job) -> list[str]:

@@ -79,11 +79,12 @@ def _check_runtime(request: JobRequest) -> None:
             "min_runtime_s",
             f"interactive sessions are protected for at most {INTERACTIVE_MAX_RUNTIME_S // 3600} h",
         )
-    if request.min_runtime_s > cap:
+    longest = int(float(getattr(settings, "ALLOT_EXCEPTION_MAX_PROTECTION_H", 72)) * 3600)
+    if request.min_runtime_s > cap and request.min_runtime_s > longest:
         raise JobValidationError(
             "min_runtime_s",
-            f"protection is capped at {cap // 3600} h; submit with {cap // 3600} h or less and "
-            "request longer protection through an extended_protection exception",
+            f"protection is capped at {cap // 3600} h, and an extended_protection exception "
+            f"can extend it to at most {longest / 3600:g} h",
         )
 
 
@@ -126,7 +127,30 @@ def submit_job(user, request: JobRequest) -> Job:
         pending_message="Waiting for the next scheduling pass.",
     )
     JobEvent.objects.create(job=job, at=now, kind="submitted", message=f"{job.gpus} GPUs")
+    if protection_request_url(job):
+        cap = settings.ALLOT_MAX_MIN_RUNTIME_S
+        JobEvent.objects.create(
+            job=job,
+            at=now,
+            kind="protection",
+            message=f"min runtime {job.min_runtime_s / 3600:g} h is above the {cap // 3600} h "
+            f"cap: protected {cap // 3600} h from each start until an extended_protection "
+            f"exception is approved (request it at {protection_request_url(job)})",
+        )
     return job
+
+
+def protection_request_url(job: Job) -> str | None:
+    """The prefilled extended_protection request for a job whose min runtime is above the cap
+    and that no exception covers yet; None otherwise."""
+    from django.urls import reverse
+
+    if job.min_runtime_s <= settings.ALLOT_MAX_MIN_RUNTIME_S or job.max_protection_s:
+        return None
+    if job.kind != Job.Kind.BATCH or job.is_terminal:
+        return None
+    hours = f"{job.min_runtime_s / 3600:g}"
+    return reverse("exception-new-protection", args=[job.pk]) + f"?hours={hours}"
 
 
 def can_cancel(user, job: Job) -> bool:
@@ -237,3 +261,35 @@ def revoke_protection_exception(job_id: int, source: str) -> Job:
     )
     job.refresh_from_db()
     return job
+
+
+@transaction.atomic
+def hold_reservation(ref: str, cluster, project, gpus: int, starts_at, ends_at, source: str):
+    """Hold ``gpus`` on ``cluster`` for ``project`` from ``starts_at`` to ``ends_at`` (the
+    engine clears capacity before the start without cutting protected work). Idempotent."""
+    from scheduling.models import Reservation
+
+    reservation, _ = Reservation.objects.update_or_create(
+        ref=ref,
+        defaults=dict(
+            cluster=cluster,
+            project=project,
+            gpus=gpus,
+            starts_at=starts_at,
+            ends_at=ends_at,
+            source=source[:100],
+            released_at=None,
+        ),
+    )
+    return reservation
+
+
+@transaction.atomic
+def release_reservation(ref: str, now=None) -> bool:
+    from scheduling.models import Reservation
+
+    return bool(
+        Reservation.objects.filter(ref=ref, released_at__isnull=True).update(
+            released_at=now or timezone.now()
+        )
+    )

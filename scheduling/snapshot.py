@@ -16,7 +16,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from scheduling.engine import model as m
-from scheduling.models import Cluster, Job, JobEvent
+from scheduling.models import Cluster, Job, JobEvent, Reservation
 
 
 def epoch(moment: datetime | None) -> float:
@@ -78,12 +78,23 @@ def _user_usage(now: datetime, paths: dict[int, str], users: dict[int, str]):
 
 
 def _reservations(cluster: Cluster, now: datetime) -> tuple[m.Reservation, ...]:
-    """Approved reservation exceptions for this cluster, if the exceptions workflow is there."""
-    try:
-        from exceptions.inputs import reservations_for_cluster
-    except ImportError:
-        return ()
-    return tuple(reservations_for_cluster(cluster, now))
+    """The reservations the scheduler holds on this cluster until their end (one query)."""
+    rows = (
+        Reservation.objects.filter(cluster=cluster, released_at__isnull=True, ends_at__gt=now)
+        .select_related("project")
+        .order_by("starts_at", "pk")
+    )
+    return tuple(
+        m.Reservation(
+            id=r.ref,
+            cluster=cluster.name,
+            gpus=r.gpus,
+            start_s=r.starts_at.timestamp(),
+            end_s=r.ends_at.timestamp(),
+            project=r.project.slug_path if r.project_id else "",
+        )
+        for r in rows
+    )
 
 
 DISPLACED = "displaced"  # JobEvent kind on a victim preempted for standing: "by job #<id>"
@@ -180,5 +191,6 @@ def build_snapshot(cluster: Cluster, now: datetime | None = None) -> SnapshotCon
         reservations=_reservations(cluster, now),
         policy=policy,
         displacements=_displacements(cluster, now, {r.id: r for r in running}, policy),
+        chain_balances=True,  # tree_stats gives every node its subtree balance
     )
     return SnapshotContext(snapshot=snapshot, jobs={str(j.pk): j for j in jobs}, cost_factors=cost)

@@ -33,7 +33,7 @@ def new_protection(request, job_id):
     from scheduling.access import get_job_for_user
 
     job = get_job_for_user(request.user, job_id, write=True)
-    form = ProtectionForm(request.POST or None, initial={"hours": 12})
+    form = ProtectionForm(request.POST or None, initial={"hours": request.GET.get("hours", 12)})
     return _file(
         request,
         form,

@@ -71,6 +71,7 @@ class RemoteJob:
     exit_code: int | None = None
     gpu_utilization: float | None = None  # 0..1 where the backend can tell
     ended_at: float | None = None  # epoch seconds the attempt ended, where the backend knows
+    started_at: float | None = None  # epoch seconds it really started (Slurm StartTime, a pod's)
     extra: dict = field(default_factory=dict)
 
 

@@ -126,6 +126,7 @@ class SimulatedBackend(Backend):
             exit_code=record.get("exit_code"),
             gpu_utilization=record.get("utilization"),
             ended_at=record.get("ended_wall"),
+            started_at=record.get("started_wall"),
         )
 
     # -- Backend interface ----------------------------------------------------------------------

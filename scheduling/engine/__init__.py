@@ -7,6 +7,7 @@ benchmark and the tests drive.
 from scheduling.engine.model import (
     BudgetNode,
     Decisions,
+    Defund,
     Displacement,
     Explanation,
     HeldReservation,
@@ -26,6 +27,7 @@ __all__ = [
     "BudgetNode",
     "Decisions",
     "Displacement",
+    "Defund",
     "Explanation",
     "HeldReservation",
     "Node",

@@ -20,8 +20,9 @@ class BudgetNode:
     """One node of the budget tree. ``path`` is slash-separated ("nlp/olmo"; top level "nlp").
 
     ``usage_gpu_s`` is this node's OWN windowed usage (jobs charged directly to it); the engine
-    rolls subtree usage up itself. ``remaining_gpu_s`` is the balance left this period that can
-    fund new work (meaningful for the leaf projects jobs are charged to).
+    rolls subtree usage up itself. ``remaining_gpu_s`` is the balance left this period for the
+    node's whole subtree (grant − charged − held, its descendants included): a job is funded
+    only while its project AND every ancestor given here have something left.
     """
 
     path: str
@@ -137,6 +138,10 @@ class Snapshot:
     reservations: tuple[Reservation, ...] = ()
     policy: Policy = field(default_factory=Policy)
     displacements: tuple[Displacement, ...] = ()  # the memory Decisions.displacements returned
+    # True when every budget node's remaining_gpu_s is its subtree balance (the live loop and
+    # the simulator): then every ancestor's balance limits funding, not only the project's.
+    # Snapshots that give balances for leaf projects only leave it False.
+    chain_balances: bool = False
 
 
 # ---- outputs ------------------------------------------------------------------------------
@@ -156,6 +161,17 @@ class Preempt:
     reason: str  # a sentence a researcher can read
     by_job_id: str | None
     requeue: bool  # True: back to the queue keeping its submit time (restarts if not resumable)
+
+
+@dataclass(frozen=True)
+class Defund:
+    """A funded run past its protection whose budget (its project's or an ancestor's) has run
+    out: from ``at_s`` it is unallocated, no longer charged, and preemptible by anyone."""
+
+    job_id: str
+    at_s: float
+    path: str  # the budget node that ran out
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -206,3 +222,4 @@ class Decisions:
     # The displacement memory to pass to the next snapshot: the input's entries whose
     # displacer still runs and that have not expired, plus this pass's preemptions for standing.
     displacements: tuple[Displacement, ...] = ()
+    defunded: tuple[Defund, ...] = ()

@@ -3,7 +3,10 @@
 Steps of ``run_pass``:
 
 1. Build the working state: the Fair Tree ranking, per-pool free capacity, running jobs.
-2. Drains: preempt every job on a drained node whose protection has ended (unfunded work has
+2. Budget floor: a funded run past its protection whose project, or any ancestor, has no
+   balance left becomes unallocated (``Decisions.defunded``): no longer charged and
+   preemptible by anyone. During its protection its lien covers it.
+   Drains: preempt every job on a drained node whose protection has ended (unfunded work has
    none); the rest stay until their protection ends.
 3. Approved reservations (``Snapshot.reservations``) hold whole nodes of their cluster from
    their start; others may only backfill them with work that yields before that start. Once
@@ -26,9 +29,11 @@ from __future__ import annotations
 
 import gc
 import math
+from dataclasses import replace
 
 from scheduling.engine.model import (
     Decisions,
+    Defund,
     Displacement,
     HeldReservation,
     PendingJob,
@@ -58,6 +63,7 @@ class Pass:
         self.fairshare = snap.policy.name == "fairshare"
         self.starts: list[Start] = []
         self.preempts: list[Preempt] = []
+        self.defunds: list[Defund] = []
         self.holds: list[HeldReservation] = []
         self.started: set[str] = set()
         self.funded_fail: dict[str, str] = {}  # job id -> why it waits (code)
@@ -74,6 +80,26 @@ class Pass:
         self.failed_search: dict[tuple[int, str], int] = {}
 
     # ---- steps ---------------------------------------------------------------------------
+
+    def budget_floor(self) -> None:
+        st = self.st
+        for jid in sorted(st.running):
+            job = st.running[jid]
+            if not job.funded or st.now < job.protected_until_s:
+                continue
+            path = st.out_of(job.project)
+            if not path:
+                continue
+            st.running[jid] = replace(job, funded=False, protection_source="none (unfunded)")
+            self.defunds.append(
+                Defund(
+                    jid,
+                    st.now,
+                    path,
+                    f"The budget of {path} ran out after its protection ended; it now runs "
+                    "unfunded and any job may preempt it.",
+                )
+            )
 
     def drains(self) -> None:
         st = self.st
@@ -109,6 +135,7 @@ class Pass:
 
     def run(self) -> Decisions:
         st = self.st
+        self.budget_floor()
         self.drains()
         self.approved_reservations()
         queue = st.queue(j for j in st.snap.pending if not j.held)
@@ -151,6 +178,7 @@ class Pass:
             explanations=explanations(st) if self.details else {},
             drains=drain_times(st),
             displacements=self._memory(),
+            defunded=tuple(self.defunds),
         )
 
     def _memory(self) -> tuple[Displacement, ...]:
@@ -374,7 +402,7 @@ class Pass:
         nodes = tuple((pool.names[i], g) for i, g in placement)
         protected = st.now + st.protection(job) if funded else st.now
         if funded:
-            st.remaining[job.project] = st.remaining.get(job.project, 0.0) - st.lien(job, pool)
+            st.spend(job.project, st.lien(job, pool))
         run = RunningJob(
             job.id,
             job.project,

@@ -166,7 +166,7 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
     after the ``None`` marker, so positions and estimates put them behind the others."""
     st = pass_.st
     funded_fail, holder_of = pass_.funded_fail, pass_.holder_of
-    remaining = st.remaining  # keyed by known projects only: unknown ones have nothing left
+    left_of = st.left  # the least balance along the chain; unknown projects have nothing left
     shape: dict = {}
     by_pool: dict[int, _Fluid] = {}
     last: list[PendingJob] = []
@@ -199,7 +199,7 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
         else:
             code = funded_fail.get(job.id)
             if code is None:  # not visited: the pass stopped early on a saturated cluster
-                left = remaining.get(job.project, 0.0)
+                left = left_of(job.project)
                 needs = facts[4]
                 if left <= 0:
                     code = "Unfunded"

@@ -31,7 +31,9 @@ class PassState:
         self.now = snap.now_s
         self.policy = snap.policy
         self.tree = FairTree.build(snap.budgets)
-        self.remaining = {path: n.remaining for path, n in self.tree.nodes.items()}
+        # Balances of the nodes the snapshot gives (not of the tree's implicit parents).
+        self.remaining = {b.path: b.remaining_gpu_s for b in snap.budgets if b.path}
+        self.chain_balances = snap.chain_balances
         self.pools: dict[tuple[str, str], Pool] = {}
         self.node_at: dict[str, tuple[Pool, int]] = {}
         for node in sorted(snap.nodes, key=lambda n: n.name):
@@ -144,20 +146,46 @@ class PassState:
         return hit
 
     def _protection(self, job: PendingJob) -> float:
-        cap = job.max_protection_s if job.max_protection_s is not None else None
-        cap = max(cap, self.policy.max_min_runtime_s) if cap is not None else None
-        limit = cap if cap is not None else self.policy.max_min_runtime_s
+        """The declared min runtime up to the cap; an approved exception protects for its
+        approved hours at every start (pending at approval, requeued, resumed)."""
+        wanted = min(job.min_runtime_s, self.policy.max_min_runtime_s)
+        if job.max_protection_s is not None:
+            wanted = max(wanted, job.max_protection_s)
         if job.kind == "interactive":
-            limit = min(limit, self.policy.interactive_max_runtime_s)
-        return max(self.policy.min_protection_s, min(job.min_runtime_s, limit))
+            wanted = min(wanted, self.policy.interactive_max_runtime_s)
+        return max(self.policy.min_protection_s, wanted)
 
     def lien(self, job: PendingJob, pool: Pool) -> float:
         return job.gpus * self.protection(job) * self.cost(pool.gpu_type)
 
+    def left(self, project: str) -> float:
+        """What ``project`` can still spend: the least balance along its chain (the project
+        and every ancestor with a budget), since spending counts against all of them."""
+        if not project or project not in self.remaining:
+            return 0.0
+        remaining = self.remaining
+        if not self.chain_balances:
+            return remaining[project]
+        return min(remaining[p] for p in ancestors(project) if p in remaining)
+
+    def out_of(self, project: str) -> str:
+        """The first node on the chain, from the top, whose balance has run out ("" if none)."""
+        if project not in self.remaining:
+            return project
+        for path in ancestors(project) if self.chain_balances else (project,):
+            if self.remaining.get(path, 1.0) <= 0:
+                return path
+        return ""
+
+    def spend(self, project: str, amount: float) -> None:
+        for path in ancestors(project):
+            if path in self.remaining:
+                self.remaining[path] -= amount
+
     def can_fund(self, job: PendingJob, pool: Pool) -> bool:
         if not job.project or job.project not in self.tree.nodes:
             return False
-        left = self.remaining.get(job.project, 0.0)
+        left = self.left(job.project)
         return left > 0 and left >= self.lien(job, pool)
 
     def queue(self, jobs) -> list[PendingJob]:

@@ -91,7 +91,12 @@ def apply(snap: Snapshot, d) -> Snapshot:
     """The snapshot the next pass would see if the decisions were carried out at once."""
     gone = {p.job_id for p in d.preemptions}
     pending = {j.id: j for j in snap.pending}
-    running = [r for r in snap.running if r.id not in gone]
+    defunded = {x.job_id for x in d.defunded}
+    running = [
+        replace(r, funded=False) if r.id in defunded else r
+        for r in snap.running
+        if r.id not in gone
+    ]
     for r in snap.running:
         if r.id in gone:
             pending[r.id] = PendingJob(
@@ -196,11 +201,12 @@ def test_no_preemption_ping_pong(snap):
     tree = FairTree.build(snap.budgets)
     by_id = {r.id: r for r in snap.running}
     pending = {j.id: j for j in snap.pending}
+    defunded = {x.job_id for x in d.defunded}  # out of budget after protection: anyone's
     for p in d.preemptions:
         if p.by_job_id is None:
             continue
         victim, winner = by_id[p.job_id], pending[p.by_job_id]
-        if victim.funded and winner.kind != "interactive":
+        if victim.funded and p.job_id not in defunded and winner.kind != "interactive":
             assert tree.strictly_below(victim.project, winner.project)
             assert not tree.strictly_below(winner.project, victim.project)
     # The pass that follows, with nothing else changed, undoes no funded start. (Unfunded

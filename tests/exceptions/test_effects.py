@@ -1,5 +1,6 @@
 """Effects applied on activation and undone at expiry: protection, top-ups (with the parent's
-limit and leadership's override), reservations as engine inputs; expiry under frozen time."""
+limit and leadership's override), reservations as scheduler records; expiry under frozen time.
+Protection across restarts is driven through the live loop in test_protection_path.py."""
 
 import datetime as dt
 from decimal import Decimal
@@ -13,10 +14,9 @@ from budgets.models import AuditEntry, BudgetNode, Grant
 from budgets.periods import BudgetPeriod
 from exceptions import services
 from exceptions.errors import ExceptionValidationError
-from exceptions.inputs import reservations_for_cluster
 from exceptions.models import ExceptionRequest
 from exceptions.tasks import housekeeping
-from scheduling.models import Job
+from scheduling.models import Job, Reservation
 
 
 def grant(node, period=None):
@@ -52,29 +52,6 @@ def test_protection_expires_with_its_job_and_hands_it_back_to_its_contract(
     job.refresh_from_db()
     assert request.state == "expired"
     assert (job.protection_source, job.max_protection_s) == ("contract", None)
-
-
-def test_protection_expires_at_its_end_but_never_inside_the_window_it_granted(
-    protection, job, cluster_admin, settings
-):
-    settings.ALLOT_EXCEPTION_PROTECTION_VALID_H = 10
-    request = protection(hours=12)
-    services.approve_exception(cluster_admin, request.pk)
-    now = timezone.now()
-    request.refresh_from_db()
-    # The job was preempted and restarted 5 h later: protected 12 h from that start.
-    restart = now + dt.timedelta(hours=5)
-    assert request.ends_at < restart + dt.timedelta(hours=12)
-    Job.objects.filter(pk=job.pk).update(
-        started_at=restart, protected_until=restart + dt.timedelta(hours=12)
-    )
-    with time_machine.travel(request.ends_at + dt.timedelta(minutes=1), tick=False):
-        assert housekeeping()["expired"] == 0  # past its end, but inside the granted window
-    with time_machine.travel(restart + dt.timedelta(hours=12, minutes=1), tick=False):
-        assert housekeeping()["expired"] == 1
-    job.refresh_from_db()
-    request.refresh_from_db()
-    assert request.state == "expired" and job.protection_source == "contract"
 
 
 def test_a_top_up_raises_the_grant_with_an_audit_row_citing_the_exception(
@@ -134,25 +111,33 @@ def test_a_top_up_ends_with_its_period_without_clawing_back(topup, manager, budg
     assert Grant.objects.filter(node=budget_tree.olmo, period_start=following.start).exists()
 
 
+def held(cluster, now):
+    from scheduling.snapshot import _reservations
+
+    return list(_reservations(cluster, now))
+
+
 def test_an_approved_reservation_is_an_engine_input_from_approval_to_its_end(
     reservation, cluster, cluster_admin, budget_tree
 ):
     request = reservation(gpus=16, start_in_h=2, hours=6)
     now = timezone.now()
-    assert reservations_for_cluster(cluster, now) == []
+    assert held(cluster, now) == []
     services.approve_exception(cluster_admin, request.pk)
     request.refresh_from_db()
     assert request.state == "approved"  # its start has not come
-    [held] = reservations_for_cluster(cluster, now)
-    assert (held.cluster, held.gpus, held.project) == ("jupiter", 16, "nlp/olmo")
-    assert held.start_s == request.starts_at.timestamp()
+    [one] = held(cluster, now)
+    assert (one.cluster, one.gpus, one.project) == ("jupiter", 16, "nlp/olmo")
+    assert one.start_s == request.starts_at.timestamp()
     with time_machine.travel(request.starts_at + dt.timedelta(seconds=1), tick=False):
         assert housekeeping()["activated"] == 1
         assert housekeeping()["activated"] == 0
     with time_machine.travel(request.ends_at + dt.timedelta(seconds=1), tick=False):
         assert housekeeping()["expired"] == 1
-        assert reservations_for_cluster(cluster, timezone.now()) == []
+        assert held(cluster, timezone.now()) == []
     assert ExceptionRequest.objects.get(pk=request.pk).state == "expired"
+    record = Reservation.objects.get(ref=f"exception-{request.pk}")  # the scheduler's own row
+    assert record.released_at is not None and record.source == f"exception #{request.pk}"
 
 
 def test_the_snapshot_hands_reservations_to_the_engine(reservation, cluster, cluster_admin):

@@ -3,8 +3,9 @@ import datetime as dt
 import pytest
 import time_machine
 
-from budgets.models import UsageEntry
+from budgets.models import Lien, UsageEntry
 from scheduling import dispatch
+from scheduling.accounting import charge_running_jobs
 from scheduling.backends.base import BackendUnavailable
 from scheduling.models import Cluster, Job
 from scheduling.reconcile import sync_cluster
@@ -20,9 +21,12 @@ def frozen():
         yield traveller
 
 
-def test_an_outage_is_recorded_and_a_job_that_finished_meanwhile_is_closed_and_charged(
+def test_an_outage_is_recorded_and_a_job_that_finished_meanwhile_is_charged_to_its_real_end(
     researcher, cluster, frozen, run_pass
 ):
+    """The charging task keeps running every minute through a 40-minute outage, as Beat runs
+    it; the job ended 30 minutes in. What was charged beyond its end is reversed when reconcile
+    learns the end, in the transaction that closes the job."""
     job = submit_job(
         researcher,
         JobRequest(
@@ -36,16 +40,21 @@ def test_an_outage_is_recorded_and_a_job_that_finished_meanwhile_is_closed_and_c
     )
     run_pass(cluster)
     backend = dispatch.backend_for(cluster)
+    frozen.shift(dt.timedelta(seconds=300))
+    assert sync_cluster(cluster.pk) is not None  # confirmed running before the outage
     backend.set_outage(True)
-    frozen.shift(dt.timedelta(seconds=600))
-    assert sync_cluster(cluster.pk) is None
+    for _ in range(40):  # 40 minutes of outage, charged each minute
+        frozen.shift(dt.timedelta(seconds=60))
+        charge_running_jobs()
+        assert sync_cluster(cluster.pk) is None
     cluster.refresh_from_db()
     job.refresh_from_db()
     assert cluster.reachable is False
     assert "does not answer" in cluster.last_error
     assert job.state == Job.State.RUNNING  # nothing is guessed while the backend is silent
+    provisional = UsageEntry.objects.filter(job_ref=job.pk)
+    assert sum(e.gpu_seconds for e in provisional) == 2 * 2700  # charged while silent
 
-    frozen.shift(dt.timedelta(seconds=1800))  # the job finished during the outage
     backend.set_outage(False)
     report = sync_cluster(cluster.pk)
     cluster.refresh_from_db()
@@ -53,10 +62,18 @@ def test_an_outage_is_recorded_and_a_job_that_finished_meanwhile_is_closed_and_c
     assert cluster.reachable is True and cluster.last_error == ""
     assert report.finished == [job.pk]
     assert job.state == Job.State.COMPLETED
-    charged = sum(UsageEntry.objects.filter(job_ref=job.pk).values_list("gpu_seconds", flat=True))
+    entries = UsageEntry.objects.filter(job_ref=job.pk)
     # Charged to the job's real end, not to when Allot learnt of it after the outage.
-    assert charged == 2 * 1800
+    assert sum(e.gpu_seconds for e in entries) == 2 * 1800
+    assert sum(e.cost_gpu_seconds for e in entries) == 2 * 1800
+    reversals = [e for e in entries if e.reverses_id]
+    assert reversals and all(e.gpu_seconds < 0 for e in reversals)  # appended, never deleted
     assert job.ended_at == T0 + dt.timedelta(seconds=1800)
+    assert not Lien.objects.filter(job_ref=job.pk, released_at__isnull=True).exists()
+    charge_running_jobs()  # a late charge after the close changes nothing
+    assert (
+        sum(UsageEntry.objects.filter(job_ref=job.pk).values_list("gpu_seconds", flat=True)) == 3600
+    )
 
 
 def test_dispatch_during_an_outage_retries_with_backoff(researcher, cluster, monkeypatch):

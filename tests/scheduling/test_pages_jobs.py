@@ -63,7 +63,7 @@ def test_submitting_creates_a_pending_job_and_redirects_to_it(client, researcher
 @pytest.mark.parametrize(
     ("overrides", "field", "words"),
     [
-        ({"min_runtime_hours": "12"}, "min_runtime_hours", "extended_protection exception"),
+        ({"min_runtime_hours": "100"}, "min_runtime_hours", "extended_protection exception"),
         ({"gpus": "40"}, "gpus", "more than cluster jupiter has"),
         ({"gpus": "12"}, "gpus", "multiple of 8"),
         ({"project": "vision/segmentation"}, "project", "valid choice"),

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from budgets.models import GpuType
 from scheduling import dispatch
 from scheduling.backends.base import RemoteState
 from scheduling.discovery import register_cluster
@@ -29,6 +30,7 @@ def slurm_cluster(db):
         fcntl.flock(lock, fcntl.LOCK_SH)
         if not controller_answers():
             service_missing("no Slurm controller answers `scontrol ping` (run scripts/slurm-up.sh)")
+        GpuType.objects.get_or_create(name="H100")  # priced first: unpriced nodes stay drained
         report = register_cluster(
             f"slurm-{uuid.uuid4().hex[:6]}",
             "slurm",

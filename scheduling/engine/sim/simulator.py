@@ -260,6 +260,7 @@ class Simulator:
             user_usage,
             (),
             self.policy,
+            chain_balances=True,
         )
 
     # ---- the loop ----------------------------------------------------------------------
@@ -416,6 +417,11 @@ class Simulator:
         self.res.passes += 1
         remaining = self.remaining(t)
         decisions, budget_hit = _run_pass(self._snapshot(t, remaining))
+        for d in decisions.defunded:  # the budget floor: unallocated from now, no longer charged
+            r = self._stop(d.job_id)
+            r = replace(r, funded=False)
+            self.running[d.job_id] = r
+            self._rates(r, +1)
         for p in decisions.preemptions:
             self._preempted(t, p.job_id)
         for s in decisions.starts:

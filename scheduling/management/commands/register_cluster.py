@@ -30,6 +30,13 @@ class Command(BaseCommand):
             self.stdout.write(f"{node.name}: {node.gpus} x {node.gpu_type}{flag}")
         for name_ in report.vanished:
             self.stdout.write(f"{name_}: no longer reported; drained")
+        for gpu_type in report.unpriced:
+            self.stderr.write(
+                self.style.WARNING(
+                    f"GPU type {gpu_type!r} has no cost factor: its nodes stay drained until "
+                    "you price it (admin → GPU types) and register the cluster again."
+                )
+            )
         self.stdout.write(
             self.style.SUCCESS(
                 f"cluster {report.cluster.name}: {len(report.nodes)} nodes, "

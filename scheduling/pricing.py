@@ -1,0 +1,71 @@
+"""What one second of a job costs: the one price function behind the lien, the ledger, the
+explanation and the reports (the engine prices by the same rule: the GPU type of the nodes a
+job runs on, never the cluster's most common type).
+
+A GPU type without a ``GpuType`` row has no price. Discovery refuses to schedule on such nodes
+(it drains them and tells the operator), so nothing is ever charged at a silent 1.0.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from scheduling.models import Job, Node
+
+
+class UnpricedGpuType(LookupError):
+    def __init__(self, name: str):
+        super().__init__(f"gpu_type: GPU type {name!r} has no cost factor; price it first")
+        self.field = "gpu_type"
+        self.name = name
+
+
+def node_gpu_type(job: Job, known: dict | None = None) -> str:
+    """The GPU type of the nodes ``job`` runs (or last ran) on; the cluster's type before it
+    ever started. A placement never mixes types (the engine places within one type)."""
+    if not job.nodes:
+        return job.cluster.gpu_type
+    name = job.nodes[0][0]
+    key = ("node", job.cluster_id, name)
+    if known is not None and key in known:
+        return known[key]
+    gpu_type = (
+        Node.objects.filter(cluster_id=job.cluster_id, name=name)
+        .values_list("gpu_type", flat=True)
+        .first()
+    ) or job.cluster.gpu_type
+    if known is not None:
+        known[key] = gpu_type
+    return gpu_type
+
+
+def gpu_type_row(job: Job, known: dict | None = None):
+    """The priced ``GpuType`` row of the job's nodes (one query, then cached in ``known``);
+    raises UnpricedGpuType."""
+    from budgets.models import GpuType
+
+    place = ("place", job.cluster_id, job.nodes[0][0] if job.nodes else None)
+    if known is not None and place in known:
+        return known[place]
+    if job.nodes:
+        on_node = Node.objects.filter(cluster_id=job.cluster_id, name=job.nodes[0][0])
+        row = GpuType.objects.filter(name__in=on_node.values("gpu_type")).first()
+    else:
+        row = GpuType.objects.filter(name=job.cluster.gpu_type).first()
+    if row is None:
+        raise UnpricedGpuType(node_gpu_type(job))
+    if known is not None:
+        known[place] = row
+    return row
+
+
+def cost_factor(job: Job, known: dict | None = None) -> Decimal:
+    return Decimal(str(gpu_type_row(job, known).cost_factor))
+
+
+def cost_gpu_seconds(job: Job, seconds: int, known: dict | None = None) -> int:
+    """Cost-normalised GPU-seconds for ``seconds`` of the job on its nodes (the ledger's
+    rounding: half up, per interval)."""
+    from budgets.ledger import cost_of
+
+    return cost_of(job.gpus * int(seconds), gpu_type_row(job, known))
