@@ -338,6 +338,7 @@ class Simulator:
                 return False  # a stale finish: the job was preempted since
             self._charge(t)
             r = self._stop(job_id)
+            self.res.wasted[r.project] += state.overhead_s * r.gpus * self.node_cost[r.nodes[0][0]]
             state.left_s = 0.0
             state.end_s = t
             self.res.completed += 1
@@ -494,6 +495,9 @@ class Simulator:
         )
 
     def _finish_report(self, horizon: float) -> None:
+        for r in self.running.values():  # the restart overhead already paid at the horizon
+            paid = min(self.jobs[r.id].overhead_s, horizon - r.start_s)
+            self.res.wasted[r.project] += paid * r.gpus * self.node_cost[r.nodes[0][0]]
         for state in self.jobs.values():  # censored waits: still waiting at the horizon
             s = state.spec
             if state.first_start_s is None and s.submit_s <= horizon:
