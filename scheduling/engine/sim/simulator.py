@@ -426,8 +426,14 @@ class Simulator:
                 node == n for r in self.running.values() for n, _ in r.nodes
             ):
                 self.drained_at[node] = t
-        if decisions.starts:
+        if decisions.preemptions:  # victims' liens are gone: count again
             remaining = self.remaining(t)
+        for st in () if decisions.preemptions else decisions.starts:  # new liens, up the tree
+            r = self.running[st.job_id]
+            if r.funded and r.protected_until_s > t:
+                lien = (r.protected_until_s - t) * r.gpus * self.node_cost[r.nodes[0][0]]
+                for anc in self.up.get(r.project, ()):
+                    remaining[anc] -= lien
         self.frag_now = self.waiters.projects_on(self.cluster_cost, remaining)
         holds = frozenset((h.job_id, h.nodes, h.start_s) for h in decisions.reservations)
         new_hold = not holds <= self.last_holds
