@@ -339,6 +339,7 @@ class Simulator:
                 return False  # a stale finish: the job was preempted since
             self._charge(t)
             r = self._stop(job_id)
+            self.res.wasted[r.project] += state.overhead_s * r.gpus * self.node_cost[r.nodes[0][0]]
             state.left_s = 0.0
             state.end_s = t
             self.res.completed += 1
@@ -431,8 +432,14 @@ class Simulator:
                 node == n for r in self.running.values() for n, _ in r.nodes
             ):
                 self.drained_at[node] = t
-        if decisions.starts:
+        if decisions.preemptions:  # victims' liens are gone: count again
             remaining = self.remaining(t)
+        for st in () if decisions.preemptions else decisions.starts:  # new liens, up the tree
+            r = self.running[st.job_id]
+            if r.funded and r.protected_until_s > t:
+                lien = (r.protected_until_s - t) * r.gpus * self.node_cost[r.nodes[0][0]]
+                for anc in self.up.get(r.project, ()):
+                    remaining[anc] -= lien
         self.frag_now = self.waiters.projects_on(self.cluster_cost, remaining)
         holds = frozenset((h.job_id, h.nodes, h.start_s) for h in decisions.reservations)
         new_hold = not holds <= self.last_holds
@@ -500,6 +507,9 @@ class Simulator:
         )
 
     def _finish_report(self, horizon: float) -> None:
+        for r in self.running.values():  # the restart overhead already paid at the horizon
+            paid = min(self.jobs[r.id].overhead_s, horizon - r.start_s)
+            self.res.wasted[r.project] += paid * r.gpus * self.node_cost[r.nodes[0][0]]
         for state in self.jobs.values():  # censored waits: still waiting at the horizon
             s = state.spec
             if state.first_start_s is None and s.submit_s <= horizon:
