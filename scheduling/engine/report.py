@@ -102,7 +102,7 @@ class _Fluid:
     taken first never moves the clock, so only the total at each time matters, and a heap of
     plain floats is much cheaper than one of (time, GPUs) tuples."""
 
-    __slots__ = ("t", "avail", "times", "at", "who", "since", "version")
+    __slots__ = ("t", "avail", "times", "at", "who", "since", "since_set")
 
     def __init__(self, st: PassState, pool: Pool):
         now = st.now
@@ -131,8 +131,8 @@ class _Fluid:
                         hit.add(job.project)
         self.at = at
         self.who = who
-        self.since: set[str] = set()
-        self.version = 0
+        self.since: list[str] = []  # in the order their releases were reached
+        self.since_set: set[str] = set()
         self.times = list(at)
         heapq.heapify(self.times)
 
@@ -176,10 +176,11 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
     no_estimate = ("Held", "ExceedsCapacity", "Drain")
     priority_message = MESSAGES["Priority"]
     setattr_, new = object.__setattr__, _new
-    fluid = f_t = f_avail = f_times = f_at = f_who = f_since = None
-    f_version = 0
+    fluid = f_t = f_avail = f_times = f_at = f_who = f_since = f_in = None
     below = st.tree.strictly_below
-    unknown_of: dict = {}  # (fluid, version, project, behind) -> projects it cannot count on
+    # (fluid, project, behind) -> [since, checked, bad, bad as a tuple, project, fluid, behind]
+    unknown_of: dict = {}
+    memo = last_unknown = last_message = None
     behind = False  # walking the unfunded jobs set aside
     for job in chain(waiting, (None,), last):
         if job is None:
@@ -220,12 +221,10 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
         if facts[2] is not None and code not in no_estimate:  # one step of the fluid model
             if facts[2] is not fluid:
                 if fluid is not None:
-                    fluid.t, fluid.avail, fluid.since, fluid.version = (
-                        f_t, f_avail, f_since, f_version
-                    )  # fmt: skip
+                    fluid.t, fluid.avail, fluid.since, fluid.since_set = f_t, f_avail, f_since, f_in
                 fluid = facts[2]
                 f_t, f_avail, f_times, f_at = fluid.t, fluid.avail, fluid.times, fluid.at
-                f_who, f_since, f_version = fluid.who, fluid.since, fluid.version
+                f_who, f_since, f_in = fluid.who, fluid.since, fluid.since_set
             now = f_t
             if held is not None and held[1] > now:
                 now = held[1]
@@ -234,20 +233,44 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
                 t = heappop(f_times)
                 f_avail += f_at.pop(t)
                 projects = f_who.pop(t, None)
-                if projects is not None and not projects <= f_since:
-                    f_since |= projects
-                    f_version += 1
+                if projects is not None:
+                    for p in sorted(projects):  # sorted: the order names reach messages
+                        if p not in f_in:
+                            f_in.add(p)
+                            f_since.append(p)
                 if t > now:
                     now = t
             f_t = now
             if f_since:  # may it count on the GPUs it takes? (see the module docstring)
-                ukey = (f_version, job.project, behind, id(fluid))
-                unknown = unknown_of.get(ukey)
-                if unknown is None:
+                # Incremental per (fluid, project): ``f_since`` only grows until it is
+                # replaced (when the available GPUs run out), so only the projects added
+                # since the last job of this project was checked need the rank test, and
+                # the test stops at the third project it may not count on (the message
+                # names three; one is enough to withhold the estimate).
+                # Consecutive jobs mostly share a project: the last memo is kept in locals.
+                if (
+                    memo is None
+                    or memo[4] != job.project
+                    or memo[5] is not fluid
+                    or memo[6] is not behind
+                ):
+                    ukey = (id(fluid), job.project, behind)
+                    memo = unknown_of.get(ukey)
+                    if memo is None:
+                        memo = unknown_of[ukey] = [f_since, 0, [], (), job.project, fluid, behind]
+                if memo[0] is not f_since:
+                    memo[0], memo[1], memo[2], memo[3] = f_since, 0, [], ()
+                checked, bad = memo[1], memo[2]
+                if checked < len(f_since) and len(bad) < 3:
                     project = job.project
-                    unknown = unknown_of[ukey] = tuple(
-                        sorted(p for p in f_since if behind or not below(p, project))
-                    )
+                    while checked < len(f_since) and len(bad) < 3:
+                        p = f_since[checked]
+                        checked += 1
+                        if behind or not below(p, project):
+                            bad.append(p)
+                    memo[1] = checked
+                    memo[3] = tuple(bad)
+                unknown = memo[3]
             if f_avail >= gpus:
                 f_avail -= gpus
                 t = now + facts[3]
@@ -264,14 +287,23 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
                     hit.add(job.project)
                 estimate = now
                 if f_avail == 0 and f_since:
-                    f_since = set()
-                    f_version += 1
+                    f_since, f_in = [], set()
             if held is not None:  # the hold's own time rests on ends it can count on
                 unknown = held[2]
                 estimate = None if held[1] == math.inf else held[1]
             elif unknown:
                 estimate = None
-        if unknown and not (held is not None and code == "Resources"):
+        if unknown and code == "Priority":
+            if unknown is not last_unknown:
+                last_unknown = unknown
+                last_message = messages.get(unknown)
+                if last_message is None:
+                    last_message = messages[unknown] = (
+                        f"{priority_message} No start time is known: it waits for jobs of "
+                        f"{_names(unknown)} to finish."
+                    )
+            message = last_message
+        elif unknown and not (held is not None and code == "Resources"):
             mkey = (code, job.project, job.gpus, unknown, held is not None)
             message = messages.get(mkey)
             if message is None:

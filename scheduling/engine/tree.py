@@ -31,6 +31,7 @@ third with no loss of utilisation or share accuracy).
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from dataclasses import dataclass
 
 from scheduling.engine.model import BudgetNode, Standing
@@ -54,8 +55,10 @@ class TreeNode:
     rank: int = UNRANKED
 
 
+@lru_cache(maxsize=4096)
 def ancestors(path: str) -> tuple[str, ...]:
-    """("nlp", "nlp/olmo") for "nlp/olmo": the funding chain from the top."""
+    """("nlp", "nlp/olmo") for "nlp/olmo": the funding chain from the top (cached: a pass
+    asks about the same few hundred paths many times)."""
     parts = path.split("/")
     return tuple("/".join(parts[: i + 1]) for i in range(len(parts)))
 
