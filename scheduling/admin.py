@@ -5,7 +5,7 @@ in the drain's requester fields — never a direct edit of a state column."""
 from django import forms
 from django.contrib import admin, messages
 
-from scheduling import discovery, services
+from scheduling import discovery, enqueue, services
 from scheduling.backends.base import BackendError, get_backend
 from scheduling.errors import JobError
 from scheduling.models import Cluster, Job, JobEvent, Node, PosixAccount
@@ -46,8 +46,9 @@ class NodeInline(admin.TabularInline):
 
 
 class ClusterForm(forms.ModelForm):
-    """Registering a cluster in the admin discovers its nodes, like `register_cluster`: a
-    backend that cannot be reached or reports no node refuses the form, naming the field."""
+    """Registering a cluster in the admin checks its options here (file options inside
+    ALLOT_CLUSTER_FILES_DIR, an ssh command_prefix, values the backend accepts) without
+    contacting it; discovery runs in a worker, with a time limit, never in the web process."""
 
     class Meta:
         model = Cluster
@@ -57,37 +58,27 @@ class ClusterForm(forms.ModelForm):
         data = super().clean()
         if self.errors:
             return data
+        options = data.get("options") or {}
         try:
-            found = get_backend(data["backend"], data["name"], data.get("options") or {})
-            self.discovered = found.discover_nodes()
+            discovery.check_options(data["backend"], options)
+            get_backend(data["backend"], data["name"], options)  # parses, contacts nothing
+        except JobError as exc:
+            raise forms.ValidationError({exc.field or "options": exc.message}) from exc
         except BackendError as exc:
-            raise forms.ValidationError({"options": f"cannot discover nodes: {exc}"}) from exc
-        if not self.discovered:
-            raise forms.ValidationError({"backend": "the backend reports no nodes"})
+            raise forms.ValidationError({"options": f"invalid options: {exc}"}) from exc
         return data
 
 
 def rediscover_nodes(modeladmin, request, queryset):
     for cluster in queryset:
-        try:
-            report = discovery.rediscover(cluster)
-        except BackendError as exc:
-            modeladmin.message_user(request, f"{cluster.name}: {exc}", messages.ERROR)
-            continue
-        modeladmin.message_user(request, _summary(report))
+        enqueue.discover(cluster.pk)
+        modeladmin.message_user(request, _queued(cluster))
 
 
-def _summary(report) -> str:
-    vanished = f"; drained {', '.join(report.vanished)} (gone)" if report.vanished else ""
-    unpriced = (
-        f"; UNPRICED GPU types {', '.join(report.unpriced)}: their nodes stay drained until "
-        "priced under GPU types"
-        if report.unpriced
-        else ""
-    )
+def _queued(cluster) -> str:
     return (
-        f"{report.cluster.name}: {len(report.nodes)} nodes, {report.total_gpus} GPUs"
-        f"{vanished}{unpriced}"
+        f"{cluster.name}: discovery queued; a worker asks the backend and its nodes (or the "
+        "error, under Last error) appear here"
     )
 
 
@@ -110,7 +101,8 @@ class ClusterAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
-        self.message_user(request, _summary(discovery.rediscover(obj)))
+        enqueue.discover(obj.pk)
+        self.message_user(request, _queued(obj))
 
 
 def _drain(modeladmin, request, queryset, drained):

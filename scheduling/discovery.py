@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -37,13 +41,55 @@ def parse_options(pairs: list[str]) -> dict[str, str]:
     return options
 
 
-def register_cluster(name: str, backend: str, options: dict[str, str]) -> DiscoveryReport:
-    """Create or update the cluster, then discover its nodes (nothing is saved if the backend
-    cannot be reached)."""
+# Options naming a file Allot's worker reads (credentials, configuration): only inside
+# ALLOT_CLUSTER_FILES_DIR, so an admin form cannot point a backend at any file of the host
+# (and send it to a host of their choice).
+FILE_OPTIONS = ("kubeconfig", "token_file", "ca_cert", "slurm_conf")
+# command_prefix runs on the worker: only a remote shell (see scheduling/backends/command.py).
+PREFIX_PROGRAMS = ("ssh",)
+
+
+def cluster_files_dir() -> Path:
+    configured = getattr(settings, "ALLOT_CLUSTER_FILES_DIR", None)
+    return Path(configured or os.environ.get("ALLOT_CLUSTER_FILES_DIR") or "/etc/allot")
+
+
+def check_options(backend: str, options: dict) -> None:
+    """Refuse options that would make the worker read any file or run any program: file
+    options must resolve inside the configured directory (symlinks and ``..`` resolved), and
+    a ``command_prefix`` must be ssh."""
     if backend not in Cluster.Backend.values:
         raise JobValidationError(
             "backend", f"backend must be one of {', '.join(Cluster.Backend.values)}"
         )
+    if not isinstance(options, dict):
+        raise JobValidationError("options", "options must be an object of KEY: VALUE")
+    base = cluster_files_dir().resolve()
+    for key in FILE_OPTIONS:
+        value = options.get(key)
+        if value in (None, ""):
+            continue
+        path = Path(str(value))
+        if not path.is_absolute() or not path.resolve().is_relative_to(base):
+            raise JobValidationError(
+                "options", f"{key} must be a file inside {base} (ALLOT_CLUSTER_FILES_DIR)"
+            )
+    prefix = str(options.get("command_prefix") or "")
+    if prefix:
+        try:
+            program = os.path.basename(shlex.split(prefix)[0])
+        except (ValueError, IndexError):
+            program = ""
+        if program not in PREFIX_PROGRAMS:
+            raise JobValidationError(
+                "options", "command_prefix must be an ssh command (e.g. ssh allot@login)"
+            )
+
+
+def register_cluster(name: str, backend: str, options: dict[str, str]) -> DiscoveryReport:
+    """Create or update the cluster, then discover its nodes (nothing is saved if the backend
+    cannot be reached)."""
+    check_options(backend, options)
     try:
         discovered = get_backend(backend, name, options).discover_nodes()
     except BackendError as exc:
@@ -55,6 +101,36 @@ def register_cluster(name: str, backend: str, options: dict[str, str]) -> Discov
             name=name, defaults={"backend": backend, "options": options}
         )
         return _apply_discovery(cluster, discovered)
+
+
+def discover_in_worker(cluster_id: int) -> str:
+    """Discovery as the worker task runs it (never in the web process): the outcome lands on
+    the cluster (``last_error``, ``reachable``), where the admin and operations pages show it."""
+    cluster = Cluster.objects.get(pk=cluster_id)
+    try:
+        check_options(cluster.backend, cluster.options)
+        report = rediscover(cluster)
+    except (BackendError, JobValidationError) as exc:
+        record_discovery_error(cluster_id, str(exc))
+        return f"{cluster.name}: {exc}"
+    unpriced = (
+        f"discovery: unpriced GPU types {', '.join(report.unpriced)}: their nodes stay drained "
+        "until a cost factor is set under GPU types"
+        if report.unpriced
+        else ""
+    )
+    Cluster.objects.filter(pk=cluster_id).update(reachable=True, last_error=unpriced)
+    vanished = f"; drained {', '.join(report.vanished)} (gone)" if report.vanished else ""
+    return (
+        f"{cluster.name}: {len(report.nodes)} nodes, {report.total_gpus} GPUs{vanished}"
+        f"{'; ' + unpriced if unpriced else ''}"
+    )
+
+
+def record_discovery_error(cluster_id: int, message: str) -> None:
+    Cluster.objects.filter(pk=cluster_id).update(
+        reachable=False, last_error=f"discovery: {message}"[:2000]
+    )
 
 
 def rediscover(cluster: Cluster) -> DiscoveryReport:

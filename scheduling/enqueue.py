@@ -17,6 +17,7 @@ from portal.faults import fault_point
 DISPATCH_START = "scheduling.tasks.dispatch_start"
 DISPATCH_STOP = "scheduling.tasks.dispatch_stop"
 MIRROR_DRAIN = "scheduling.tasks.mirror_drain"
+DISCOVER = "scheduling.tasks.discover_cluster"
 
 
 def on_commit(task_name: str, *args: object) -> None:
@@ -44,3 +45,7 @@ def stop(job_id: int, attempt_key: str, *, cancel: bool) -> None:
 
 def mirror_drain(node_id: int) -> None:
     on_commit(MIRROR_DRAIN, node_id)
+
+
+def discover(cluster_id: int) -> None:
+    on_commit(DISCOVER, cluster_id)

@@ -161,8 +161,8 @@ def reconcile_cluster(
                 report.stopped.append(job.pk)
             elif remote is None:
                 if not job.dispatched:
-                    if start_on_backend(job.pk, job.attempt_key):
-                        report.redispatched.append(job.pk)
+                    start_on_backend(job.pk, job.attempt_key)
+                    report.redispatched.append(job.pk)
                 elif _lose(job.pk, job.attempt_key, "the cluster no longer knows this attempt"):
                     report.lost.append(job.pk)
             elif remote.state == RemoteState.RUNNING or remote.state == RemoteState.PENDING:

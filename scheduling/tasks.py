@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 
-from scheduling import reconcile
+from scheduling import discovery, reconcile
 from scheduling.accounting import charge_running_jobs
 from scheduling.backends.base import BackendUnavailable
 from scheduling.demo import keep_demand
@@ -51,6 +52,25 @@ def mirror_drain(node_id: int) -> None:
         backend.drain_node(node.name, node.drain_reason)
     else:
         backend.undrain_node(node.name)
+
+
+DISCOVERY_TIMEOUT_S = 120
+
+
+@shared_task(
+    ignore_result=True,
+    soft_time_limit=DISCOVERY_TIMEOUT_S,
+    time_limit=DISCOVERY_TIMEOUT_S + 15,  # hard kill if the soft limit is ignored
+)
+def discover_cluster(cluster_id: int) -> str:
+    """Discovery asked for in the admin: in a worker, with a time limit, never in the web
+    process (its options reach other hosts and run commands)."""
+    try:
+        return discovery.discover_in_worker(cluster_id)
+    except SoftTimeLimitExceeded:
+        why = f"did not finish within {DISCOVERY_TIMEOUT_S} s"
+        discovery.record_discovery_error(cluster_id, why)
+        return why
 
 
 @shared_task(ignore_result=True)

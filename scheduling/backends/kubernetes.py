@@ -78,7 +78,8 @@ class KubernetesBackend(Backend):
     def __init__(self, cluster_name: str, options: dict[str, str] | None = None):
         super().__init__(cluster_name, options)
         opts = self.options
-        self.namespace = opts.get("namespace", "allot")
+        # Jobs live apart from Allot's own namespace (its service account and token secret).
+        self.namespace = opts.get("namespace", "allot-jobs")
         self.image = opts.get("image", "busybox:1.36")
         self.gpu_resource = opts.get("gpu_resource", "nvidia.com/gpu")
         self.gpu_type_label = opts.get("gpu_type_label", "nvidia.com/gpu.product")

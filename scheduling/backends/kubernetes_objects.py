@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from .base import LaunchSpec, NodeInfo, RemoteJob, RemoteState
+from .base import BackendError, LaunchSpec, NodeInfo, RemoteJob, RemoteState
 
 LABEL_JOB = "allot.dev/job-id"
 LABEL_ATTEMPT = "allot.dev/attempt"
@@ -44,6 +44,18 @@ def job_name(job_id: int, attempt_key: str) -> str:
         return name
     digest = hashlib.sha1(attempt_key.encode()).hexdigest()[:8]
     return f"{name[:54].rstrip('-')}-{digest}"
+
+
+def pod_security(spec: LaunchSpec) -> dict:
+    """The pod runs as its owner's POSIX uid and gid (the portal refuses Kubernetes jobs from
+    users without them), never as root: without ids the image's own non-root user is required,
+    and the kubelet refuses an image that would run as root."""
+    context: dict = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    if spec.uid is not None:
+        if spec.uid == 0 or spec.gid == 0:
+            raise BackendError(f"kubernetes: job {spec.job_id} would run as root; refused")
+        context.update(runAsUser=spec.uid, runAsGroup=spec.gid, fsGroup=spec.gid)
+    return context
 
 
 def job_manifest(
@@ -116,6 +128,10 @@ def job_manifest(
                 "restartPolicy": "Never",
                 "affinity": affinity,
                 "tolerations": tolerations,
+                # Someone else's code: no API token, no service links, the owner's ids.
+                "automountServiceAccountToken": False,
+                "enableServiceLinks": False,
+                "securityContext": pod_security(spec),
                 "containers": [
                     {
                         "name": "job",
@@ -123,6 +139,11 @@ def job_manifest(
                         "command": ["/bin/sh", "-c", spec.command],
                         "env": env,
                         "resources": resources,
+                        "securityContext": {
+                            "runAsNonRoot": True,
+                            "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
                     }
                 ],
             },

@@ -210,7 +210,8 @@ class SlurmBackend(Backend):
         kept = []
         for job in jobs:
             expected = self._signature(job.job_id, job.attempt_key, job.extra.get("slurm_user", ""))
-            if hmac.compare_digest(job.extra.get("sig", ""), expected):
+            given = str(job.extra.get("sig", "")).encode()  # bytes: a forged sig may be any text
+            if hmac.compare_digest(given, expected.encode()):
                 kept.append(job)
             else:
                 log.warning(

@@ -288,7 +288,7 @@ def finished(job: dict) -> bool:
 class FakeKubernetes:
     """The API server's state plus a tiny Job controller and scheduler."""
 
-    def __init__(self, namespaces=("allot",), token: str | None = None):
+    def __init__(self, namespaces=("allot", "allot-jobs"), token: str | None = None):
         self.namespaces = set(namespaces)
         self.token = token
         self.nodes: dict[str, dict] = {}
@@ -370,10 +370,10 @@ class FakeKubernetes:
             self.nodes[name] = node
         return node
 
-    def job(self, name: str, namespace: str = "allot") -> dict:
+    def job(self, name: str, namespace: str = "allot-jobs") -> dict:
         return self.jobs[(namespace, name)]
 
-    def pods_of(self, name: str, namespace: str = "allot") -> list[dict]:
+    def pods_of(self, name: str, namespace: str = "allot-jobs") -> list[dict]:
         with self.lock:
             return sorted(
                 (
@@ -384,10 +384,10 @@ class FakeKubernetes:
                 key=lambda p: p["metadata"]["name"],
             )
 
-    def complete_job(self, name: str, namespace: str = "allot") -> None:
+    def complete_job(self, name: str, namespace: str = "allot-jobs") -> None:
         self._finish(name, namespace, "Complete", exit_code=0)
 
-    def fail_job(self, name: str, exit_code: int = 1, namespace: str = "allot") -> None:
+    def fail_job(self, name: str, exit_code: int = 1, namespace: str = "allot-jobs") -> None:
         self._finish(name, namespace, "Failed", exit_code=exit_code)
 
     def _finish(self, name, namespace, condition, exit_code):

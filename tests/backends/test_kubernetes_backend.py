@@ -162,11 +162,11 @@ def test_a_create_that_collides_with_a_concurrent_retry_returns_the_existing_job
 
 
 def test_a_retry_after_a_crash_between_create_and_unsuspend_finishes_the_start(fake_api, k8s):
-    manifest = job_manifest(launch(), "alpha", "allot", "busybox", "nvidia.com/gpu")
+    manifest = job_manifest(launch(), "alpha", "allot-jobs", "busybox", "nvidia.com/gpu")
     k8s._call(
         "create",
         __import__("kubernetes").client.BatchV1Api(k8s.api).create_namespaced_job,
-        "allot",
+        "allot-jobs",
         __import__("kubernetes").client.V1Job.from_dict(manifest),
     )
     assert fake_api.pods_of(job_name(7, "7-1")) == []
@@ -213,7 +213,7 @@ def test_restarting_after_preemption_starts_a_new_job_and_drops_the_suspended_on
 
     new = k8s.submit(launch(attempt="7-2", nodes=("gpu-02",)))
 
-    assert list(fake_api.jobs) == [("allot", new.external_id)]
+    assert list(fake_api.jobs) == [("allot-jobs", new.external_id)]
     assert [(j.state, j.nodes) for j in k8s.sync()] == [(RemoteState.RUNNING, ("gpu-02",))]
 
 

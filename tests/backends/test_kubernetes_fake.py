@@ -17,7 +17,7 @@ from tests.backends.k8s_fake import fake_api_fixture  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.kubernetes
 
-JOBS = "/apis/batch/v1/namespaces/allot/jobs"
+JOBS = "/apis/batch/v1/namespaces/allot-jobs/jobs"
 VALID_JOB = {
     "apiVersion": "batch/v1",
     "kind": "Job",
@@ -74,7 +74,7 @@ def test_a_valid_job_is_created_with_the_fields_the_server_fills_in(fake_api):
 
     assert code == 201
     assert job["metadata"]["uid"]
-    assert job["metadata"]["namespace"] == "allot"
+    assert job["metadata"]["namespace"] == "allot-jobs"
     assert job["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"]
 
 

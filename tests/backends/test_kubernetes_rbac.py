@@ -35,7 +35,7 @@ def granted() -> set[tuple[str, str, str, str]]:
     for doc in docs:
         if (doc["kind"], doc["metadata"]["name"]) not in bound:
             continue
-        scope = "allot" if doc["kind"] == "Role" else "cluster"
+        scope = doc["metadata"]["namespace"] if doc["kind"] == "Role" else "cluster"
         for rule in doc["rules"]:
             for group in rule["apiGroups"]:
                 for resource in rule["resources"]:

@@ -305,3 +305,21 @@ def test_sacct_with_accounting_disabled_is_a_refusal_not_json():
     assert fixture("sacct_disabled.txt").strip() == "Slurm accounting storage is disabled"
     with pytest.raises(BackendError, match="did not print JSON"):
         parse_sacct_json(fixture("sacct_disabled.txt"))
+
+
+def test_only_tags_signed_for_the_jobs_own_slurm_user_are_trusted():
+    from scheduling.backends.base import RemoteJob
+    from scheduling.backends.slurm import SlurmBackend
+
+    slurm = SlurmBackend("jupiter", {})
+    slurm.secret = b"k"
+
+    def job(sig: str, user: str) -> RemoteJob:
+        extra = {"sig": sig, "slurm_user": user}
+        return RemoteJob(7, "42", "7-1-abc", RemoteState.RUNNING, extra=extra)
+
+    good = slurm._signature(7, "7-1-abc", "alice")
+    kept = slurm._trusted(
+        [job(good, "alice"), job(good, "mallory"), job("", "alice"), job("é" * 32, "alice")]
+    )
+    assert [(j.extra["sig"], j.extra["slurm_user"]) for j in kept] == [(good, "alice")]

@@ -12,6 +12,8 @@ import pytest
 from scheduling.backends.command import CommandRunner
 from tests.conftest import service_missing, tcp_open
 
+pytestmark = pytest.mark.slurm  # the harness (scripts/slurm-up.sh) starts the sshd
+
 STATE = Path(os.environ.get("SLURM_STATE_DIR", "/var/lib/allot-slurm"))
 KEY = STATE / "ssh" / "id_ed25519"
 PORT = int(os.environ.get("SSH_PORT", "2222"))

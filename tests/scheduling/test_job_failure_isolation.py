@@ -51,7 +51,8 @@ def assert_bad_failed_and_good_runs(bad, good, client, researcher):
     assert "too long" in bad.events.last().message
     assert good.state == Job.State.RUNNING and good.dispatched
     client.force_login(researcher)
-    assert "too long" in client.get(f"/jobs/{bad.pk}/").content.decode()
+    page = client.get(f"/jobs/{bad.pk}/").content.decode()
+    assert "Cluster error" in page and "too long" in page
 
 
 def test_a_refused_dispatch_fails_that_job_alone(
