@@ -144,8 +144,9 @@ def test_the_api_never_answers_a_server_error(live_server, organisation, role, c
         tally.operations += 1
         _fuzz(operation, live_server.url, headers, tally)
     with capsys.disabled():
+        statuses = sorted(tally.statuses.items())
         print(
             f"\nschemathesis as {role}: {tally.operations} operations, {tally.examples} "
-            f"requests, {len(tally.errors)} server errors; statuses {sorted(tally.statuses.items())}"
+            f"requests, {len(tally.errors)} server errors; statuses {statuses}"
         )
     assert not tally.errors, "\n".join(tally.errors[:20])
