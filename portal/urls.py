@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import account, views
 from portal.api_auth import obtain_token
+from portal.forms import LoginForm
 
 api_v1 = [
     path("auth/token/", obtain_token, name="api-token"),
@@ -17,7 +18,7 @@ api_v1 = [
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", auth_views.LoginView.as_view(authentication_form=LoginForm), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),

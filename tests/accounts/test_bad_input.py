@@ -207,3 +207,13 @@ def test_the_job_api_bounds_the_project(client, researcher, jupiter):
     )
     assert response.status_code == 400
     assert response.json()["field"] == "project"
+
+
+def test_the_login_form_bounds_the_password_before_hashing_it(client, researcher):
+    from unittest import mock
+
+    with mock.patch("django.contrib.auth.backends.ModelBackend.authenticate") as backend:
+        response = client.post("/login/", {"username": "researcher", "password": "p" * 100_000})
+    assert response.status_code == 200
+    assert not backend.called
+    assert "_auth_user_id" not in client.session
