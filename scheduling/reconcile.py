@@ -149,6 +149,9 @@ def reconcile_cluster(
 def sync_cluster(cluster_id: int) -> ReconcileReport | None:
     """Ask the backend what runs, repair gaps and record the backend's health."""
     cluster = Cluster.objects.get(pk=cluster_id)
+    # Taken before asking: what the backend reports running was running at least until then,
+    # which is how far charging may go (accounting.charge_running_jobs).
+    asked_at = timezone.now()
     try:
         backend = backend_for(cluster)
         report = reconcile_cluster(cluster, backend.sync(), backend)
@@ -157,6 +160,6 @@ def sync_cluster(cluster_id: int) -> ReconcileReport | None:
         log.warning("cluster %s: backend unavailable: %s", cluster.name, exc)
         return None
     Cluster.objects.filter(pk=cluster_id).update(
-        reachable=True, last_error="", last_sync_at=timezone.now()
+        reachable=True, last_error="", last_sync_at=asked_at
     )
     return report
