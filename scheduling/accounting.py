@@ -120,7 +120,12 @@ def _charge_until(
 
 @transaction.atomic
 def charge_running_jobs(now: datetime | None = None) -> int:
-    """Charge every running funded job up to ``now``. Returns GPU-seconds charged."""
+    """Charge every running funded job up to ``now``, but never past the moment its cluster's
+    backend last said what runs (``last_sync_at``): a job may have ended since, unnoticed while
+    a worker was down or a sync lagged, and it is charged to its real end when the end is
+    noticed (reconcile), never beyond. The ledger is append-only: what is charged too far
+    cannot be taken back. A cluster never synced (a fresh one, unit tests) charges to ``now``.
+    Returns GPU-seconds charged."""
     now = now or timezone.now()
     total = 0
     jobs = (
@@ -132,7 +137,8 @@ def charge_running_jobs(now: datetime | None = None) -> int:
     known: dict = {}  # one GpuType query per type, not per job
     floor = Floor()
     for job in jobs:
-        total += _charge_until(job, now, known, floor)
+        seen = job.cluster.last_sync_at  # charge no further than the backend last confirmed
+        total += _charge_until(job, min(now, seen) if seen else now, known, floor)
         fault_point("charge.job")
     return total
 

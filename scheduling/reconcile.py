@@ -5,7 +5,7 @@ for what actually runs:
 
 1. a committed start the backend never heard of (the worker died between commit and dispatch)
    is dispatched again — with the same attempt key, so never twice;
-2. a dispatched attempt the backend lost is requeued;
+2. a dispatched attempt the backend lost (still missing when asked again) is requeued;
 3. an attempt the backend reports finished is closed and charged to its end;
 4. a preempted attempt the backend still runs is stopped again, then requeued;
 5. a running backend job whose Allot job is over (cancelled, superseded) is cancelled.
@@ -149,6 +149,7 @@ def reconcile_cluster(
         cluster=cluster, state__in=[Job.State.RUNNING, Job.State.PREEMPTED]
     ).select_related("owner", "project")
     live_keys = set()
+    asked_again: set[str] | None = None
     for job in live:
         fault_point("reconcile.job")  # with ALLOT_FAULT_CHANCE < 1: part-way through
         live_keys.add(job.attempt_key)
@@ -163,8 +164,16 @@ def reconcile_cluster(
                 if not job.dispatched:
                     start_on_backend(job.pk, job.attempt_key)
                     report.redispatched.append(job.pk)
-                elif _lose(job.pk, job.attempt_key, "the cluster no longer knows this attempt"):
-                    report.lost.append(job.pk)
+                else:
+                    # remote_jobs was read before these rows: a dispatch that landed in between
+                    # is in the backend but not in the snapshot. Ask once more before calling
+                    # it lost.
+                    if asked_again is None:
+                        asked_again = {r.attempt_key for r in backend.sync()}
+                    if job.attempt_key in asked_again:
+                        continue
+                    if _lose(job.pk, job.attempt_key, "the cluster no longer knows this attempt"):
+                        report.lost.append(job.pk)
             elif remote.state == RemoteState.RUNNING or remote.state == RemoteState.PENDING:
                 _record_utilization(job, remote, now)
             elif remote.state in (RemoteState.COMPLETED, RemoteState.FAILED):
@@ -199,6 +208,9 @@ def _this_job_only(job_id: int, what: str):
 def sync_cluster(cluster_id: int) -> ReconcileReport | None:
     """Ask the backend what runs, repair gaps and record the backend's health."""
     cluster = Cluster.objects.get(pk=cluster_id)
+    # Taken before asking: what the backend reports running was running at least until then,
+    # which is how far charging may go (accounting.charge_running_jobs).
+    asked_at = timezone.now()
     try:
         backend = backend_for(cluster)
         report = reconcile_cluster(cluster, backend.sync(), backend)
@@ -207,6 +219,6 @@ def sync_cluster(cluster_id: int) -> ReconcileReport | None:
         log.warning("cluster %s: backend unavailable: %s", cluster.name, exc)
         return None
     Cluster.objects.filter(pk=cluster_id).update(
-        reachable=True, last_error="", last_sync_at=timezone.now()
+        reachable=True, last_error="", last_sync_at=asked_at
     )
     return report
