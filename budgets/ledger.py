@@ -8,7 +8,8 @@ no AuditEntry: the ledger row (job, user, interval, amount) is itself the record
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from budgets.balances import chain_paths, remaining_cost_seconds
@@ -151,6 +152,11 @@ def _reverse(charge: UsageEntry, kept_gpu_s: int) -> int:
         gpu_seconds=-excess_gpu_s,
         cost_gpu_seconds=-excess_cost,
         reverses=charge,
+    )
+    # What the open lien counted as charged is given back too, so it holds again what the
+    # protected window still needs.
+    Lien.objects.filter(job_ref=charge.job_ref, released_at__isnull=True).update(
+        charged_gpu_seconds=Greatest(F("charged_gpu_seconds") - excess_cost, Value(0))
     )
     return excess_cost
 
