@@ -322,7 +322,7 @@ def test_money_and_promises_hold_through_the_live_loop():
         LiveLoop,
         settings=settings(
             max_examples=examples(),
-            stateful_step_count=30,
+            stateful_step_count=25,
             deadline=None,
             suppress_health_check=list(HealthCheck),
             phases=[p for p in Phase if p != Phase.shrink or not os.environ.get("NO_SHRINK")],
