@@ -162,9 +162,15 @@ def _reverse(charge: UsageEntry, kept_gpu_s: int) -> int:
 
 
 def _open_charges(job_ref):
+    # A subquery, not a join on the reverse relation: PostgreSQL refuses FOR UPDATE on the
+    # nullable side of an outer join.
+    reversed_ids = UsageEntry.objects.filter(job_ref=job_ref, reverses__isnull=False).values(
+        "reverses_id"
+    )
     return (
-        UsageEntry.objects.select_for_update()
-        .filter(job_ref=job_ref, reverses__isnull=True, reversal__isnull=True)
+        UsageEntry.objects.select_for_update(of=("self",))
+        .filter(job_ref=job_ref, reverses__isnull=True)
+        .exclude(pk__in=reversed_ids)
         .select_related("gpu_type")
         .order_by("interval_start")
     )
