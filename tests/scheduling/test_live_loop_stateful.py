@@ -163,6 +163,27 @@ class LiveLoop(RuleBasedStateMachine):
         self.traveller.shift(dt.timedelta(seconds=seconds))
         self.reconciled = False
 
+    @rule(after=st.integers(min_value=0, max_value=600), charge_first=st.booleans())
+    def a_job_finishes(self, after, charge_first):
+        """Time runs to just past the next end on the backend (a job finishing), and the
+        charging task may run before reconcile hears of it."""
+        try:
+            remote = [r for r in self.backend.sync() if r.state == RemoteState.RUNNING]
+        except BackendError:
+            return
+        ends = []
+        for r in remote:
+            job = Job.objects.filter(pk=r.job_id).first()
+            if job is not None and job.sim_duration_s and r.started_at is not None:
+                left = job.sim_duration_s - (job.run_seconds_done if job.resumable else 0)
+                ends.append(r.started_at + max(1, left))
+        if ends:
+            now = dt.datetime.now(tz=dt.UTC).timestamp()
+            self.traveller.shift(dt.timedelta(seconds=max(0.0, min(ends) - now) + after))
+            if charge_first:
+                charge_running_jobs()
+            self.reconciled = False
+
     @rule(down=st.booleans())
     def outage(self, down):
         self.backend.set_outage(down)
