@@ -8,7 +8,8 @@ no AuditEntry: the ledger row (job, user, interval, amount) is itself the record
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from budgets.balances import chain_paths, remaining_cost_seconds
@@ -152,13 +153,24 @@ def _reverse(charge: UsageEntry, kept_gpu_s: int) -> int:
         cost_gpu_seconds=-excess_cost,
         reverses=charge,
     )
+    # What the open lien counted as charged is given back too, so it holds again what the
+    # protected window still needs.
+    Lien.objects.filter(job_ref=charge.job_ref, released_at__isnull=True).update(
+        charged_gpu_seconds=Greatest(F("charged_gpu_seconds") - excess_cost, Value(0))
+    )
     return excess_cost
 
 
 def _open_charges(job_ref):
+    # A subquery, not a join on the reverse relation: PostgreSQL refuses FOR UPDATE on the
+    # nullable side of an outer join.
+    reversed_ids = UsageEntry.objects.filter(job_ref=job_ref, reverses__isnull=False).values(
+        "reverses_id"
+    )
     return (
-        UsageEntry.objects.select_for_update()
-        .filter(job_ref=job_ref, reverses__isnull=True, reversal__isnull=True)
+        UsageEntry.objects.select_for_update(of=("self",))
+        .filter(job_ref=job_ref, reverses__isnull=True)
+        .exclude(pk__in=reversed_ids)
         .select_related("gpu_type")
         .order_by("interval_start")
     )

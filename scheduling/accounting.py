@@ -155,6 +155,10 @@ def close_run(job: Job, now: datetime) -> None:
     from budgets import ledger
 
     _charge_until(job, now)
+    if job.funded and job.last_charged_at is not None and job.last_charged_at < now:
+        # The floor stopped its charges before the end: its funding ran out there.
+        Job.objects.filter(pk=job.pk).update(funding_ended_at=job.last_charged_at)
+        job.funding_ended_at = job.last_charged_at
     if job.last_charged_at is not None and job.last_charged_at > now:
         ledger.reverse_usage_after(job.pk, now, job.gpus)
         Job.objects.filter(pk=job.pk).update(last_charged_at=now)

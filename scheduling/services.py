@@ -228,7 +228,7 @@ def apply_protection_exception(job_id: int, protected_s: int, source: str) -> Jo
     from each start (beyond the 8 h cap). A running job's current protection is extended now."""
     job = Job.objects.select_for_update().get(pk=job_id)
     fields = {"max_protection_s": protected_s, "protection_source": source[:100]}
-    if job.state == Job.State.RUNNING and job.started_at:
+    if job.state == Job.State.RUNNING and job.started_at and job.funded:  # unfunded: never
         fields["protected_until"] = job.started_at + timedelta(seconds=protected_s)
     Job.objects.filter(pk=job.pk).update(**fields)
     JobEvent.objects.create(
@@ -249,7 +249,7 @@ def revoke_protection_exception(job_id: int, source: str) -> Job:
     if job.protection_source != source[:100]:
         return job
     fields = {"max_protection_s": None, "protection_source": "contract"}
-    if job.state == Job.State.RUNNING and job.started_at:
+    if job.state == Job.State.RUNNING and job.started_at and job.funded:
         contract_end = job.started_at + timedelta(seconds=job.min_runtime_s)
         fields["protected_until"] = min(job.protected_until or contract_end, contract_end)
     Job.objects.filter(pk=job.pk).update(**fields)

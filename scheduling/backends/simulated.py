@@ -5,7 +5,8 @@ State lives in a small JSON file per cluster (under ``ALLOT_VAR_DIR/simcluster``
 and no server may be required for the demo. Options:
 
 - ``nodes`` (default 4), ``gpus_per_node`` (8), ``gpu_type`` (H100), ``prefix`` (cluster name):
-  the shape reported by ``discover_nodes``; nodes are ``<prefix>-<NN>``.
+  the shape reported by ``discover_nodes``; nodes are ``<prefix>-<NN>``. ``gpu_types`` (a comma
+  list, one type per node, e.g. ``H100,H100,B200``) makes a cluster of several GPU types.
 - ``speed`` (default 60): simulated seconds per real second, so an 8 h job lasts 8 minutes.
 - ``state_dir``: where the state file lives.
 
@@ -137,12 +138,16 @@ class SimulatedBackend(Backend):
             NodeInfo(
                 name=f"{self.prefix}-{index:02d}",
                 gpus=self.gpus_per_node,
-                gpu_type=self.gpu_type,
+                gpu_type=self._type_of(index),
                 drained=f"{self.prefix}-{index:02d}" in drained,
                 reason=drained.get(f"{self.prefix}-{index:02d}", ""),
             )
             for index in range(self.node_count)
         ]
+
+    def _type_of(self, index: int) -> str:
+        types = [t.strip() for t in self.options.get("gpu_types", "").split(",") if t.strip()]
+        return types[index] if index < len(types) else self.gpu_type
 
     def submit(self, spec: LaunchSpec) -> RemoteJob:
         known = {f"{self.prefix}-{i:02d}" for i in range(self.node_count)}

@@ -165,6 +165,8 @@ def job_from_json(job: dict, tag: str = "allot") -> RemoteJob | None:
         nodes=() if state is RemoteState.PENDING else expand_hostlist(job.get("nodes")),
         exit_code=exit_code_from_status(job.get("exit_code")) if finished else None,
         ended_at=float(job["end_time"]) if finished and job.get("end_time") else None,
+        # A pending job's start_time is only Slurm's forecast; once it runs, the real start.
+        started_at=_started(job.get("start_time"), state),
         extra={
             "cluster": fields.get("cluster", ""),
             "sig": fields.get("sig", ""),
@@ -197,6 +199,11 @@ def _number(value) -> int | None:
     if isinstance(value, dict):
         return int(value["number"]) if value.get("set") and not value.get("infinite") else None
     return int(value) if isinstance(value, int | float) else None
+
+
+def _started(value, state: RemoteState) -> float | None:
+    start = _number(value)
+    return float(start) if start and state is not RemoteState.PENDING else None
 
 
 def _first(value) -> str:
@@ -247,6 +254,7 @@ def sacct_job_from_json(job: dict, tag: str = "allot") -> RemoteJob | None:
         nodes=() if state is RemoteState.PENDING else expand_hostlist(job.get("nodes")),
         exit_code=sacct_exit_code(slurm_state, job.get("exit_code")) if finished else None,
         ended_at=float(end) if finished and end else None,
+        started_at=_started(times.get("start"), state),
         extra={
             "cluster": fields.get("cluster", ""),
             "sig": fields.get("sig", ""),

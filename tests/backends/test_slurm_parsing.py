@@ -221,6 +221,15 @@ def test_finished_jobs_carry_their_end_time_so_they_are_charged_to_it():
     assert jobs[101].ended_at is None  # a running job's end_time is only Slurm's time limit
 
 
+def test_running_and_finished_jobs_carry_the_start_slurm_reports():
+    jobs = jobs_by_allot_id()
+    for job in jobs.values():
+        if job.state is RemoteState.PENDING:
+            assert job.started_at is None  # only a forecast
+        else:
+            assert job.started_at == float(job.extra["start_time"])
+
+
 # --- sacct --json (captured with accounting on: capture.sh accounting) -----------------------
 
 
