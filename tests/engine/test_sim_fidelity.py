@@ -81,6 +81,20 @@ def test_unfunded_work_fills_what_a_preempting_pass_left_idle():
     assert HOUR < starts(res, "filler")[0][0] <= HOUR + 5 * 60
 
 
+def test_a_job_preempts_as_soon_as_usage_drift_lets_it_not_at_the_next_trace_event():
+    """b used the node for two hours, then a runs for ten. b's next job cannot preempt a
+    while a has used less than b; usage crosses at 4 h with no trace event near (a ends at
+    12 h). The live loop would preempt at its first pass after the crossing."""
+    sc = scenario([("a", 1000), ("b", 1000)])
+    jobs = [
+        job("b0", 0.0, "b", gpus=8, duration=2 * HOUR),
+        job("a1", 2 * HOUR, "a", gpus=8, duration=10 * HOUR, min_runtime=600),
+        job("b1", 2 * HOUR + 1, "b", gpus=8, duration=HOUR, min_runtime=600),
+    ]
+    res = simulate(sc, jobs, "fairshare", until_s=13 * HOUR)
+    assert 4 * HOUR < starts(res, "b1")[0][0] <= 4 * HOUR + 120
+
+
 # ---- 2. exact times, and the contract slips -------------------------------------------------
 
 
