@@ -224,10 +224,12 @@ class Simulator:
                     for project in projects:
                         self.res.fragmentation[project] += idle * dt
             t0 = stop
+            if stop < boundary:
+                break
+            self.period += 1  # a period starts at its boundary: its grants are there
+            self.spent.clear()
             if stop >= t:
                 break
-            self.period += 1
-            self.spent.clear()
         self.charged_to = t
 
     def remaining(self, t: float) -> dict[str, float]:
@@ -276,6 +278,7 @@ class Simulator:
                 self.arrivals += 1
         if self.sample_every:
             self._push(0.0, _SAMPLE)
+        self._push(self.sc.window_s, _WAKE, "period")
         t = 0.0
         while self.heap:
             t = self.heap[0][0]
@@ -358,6 +361,12 @@ class Simulator:
             return False
         if kind == _STANDING:
             return self.standing.check(t, payload)
+        if kind == _WAKE and payload == "period":
+            # grants renew: work that ran out of budget may be funded now (the live loop
+            # passes within an interval of the renewal); the next renewal, while work remains
+            if self.running or self.pending or self.arrivals:
+                self._push(t + self.sc.window_s, _WAKE, "period")
+            return bool(self.pending)
         if kind == _WAKE:
             self.wakes.discard(t)
         return True  # a wake-up or a protection end: time for a pass
