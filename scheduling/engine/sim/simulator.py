@@ -364,7 +364,7 @@ class Simulator:
         if kind == _WAKE and payload == "period":
             # grants renew: work that ran out of budget may be funded now (the live loop
             # passes within an interval of the renewal); the next renewal, while work remains
-            if self.running or self.pending or self.arrivals:
+            if self.running or self.arrivals or any(self.spent.values()):
                 self._push(t + self.sc.window_s, _WAKE, "period")
             return bool(self.pending)
         if kind == _WAKE:

@@ -82,6 +82,9 @@ class Standings:
         self.token += 1
 
     def _schedule(self, t: float, lines) -> None:
+        self.token += 1
+        if not any(self.sim.rate.values()) and not self.sim.arrivals:
+            return  # no funded work runs: usage is still, no standing can move
         first = math.inf
         for g, slope in lines.values():
             if g >= 0 > slope:
@@ -95,7 +98,6 @@ class Standings:
             if at <= first:
                 at += interval
         hour = (math.floor(t / CHECK_EVERY_S) + 1) * CHECK_EVERY_S
-        self.token += 1
         self.sim._push(min(at, hour), _STANDING_KIND, self.token)
 
     def check(self, t: float, token: int) -> bool:
