@@ -157,10 +157,11 @@ GOLDEN_RANDOM: list[str] = [
 # Changed once, by the multi-node-victim rule (preempt.py _cheapest_groups); the replay with
 # that rule switched off still gives the digest pinned before the performance work.
 # Changed again by the simulator, not the engine: it now passes again one interval after a
-# pass that changed something (as the live loop does) and reports wasted and fragmented
-# GPU-hours. With that re-pass switched off and the new keys left out, the replay still gives
+# pass that changed something and when a standing crosses 1 while fundable work waits (as
+# the live loop would; sim/standing.py), and reports wasted and fragmented GPU-hours. With
+# those extra passes switched off and the new keys left out, the replay still gives
 # a3405aae3bea8927, the digest pinned before.
-GOLDEN_SIMULATION = "6f9d44626ce77760"
+GOLDEN_SIMULATION = "f391e3e6f4685c6d"
 
 
 def simulation_digest() -> str:

@@ -4,6 +4,7 @@ Passes where the live loop would make them, exact times, complete event rows, a 
 ends with the work, budgets that roll up the tree, and what preemption really costs."""
 
 import csv
+from dataclasses import replace
 
 import pytest
 
@@ -79,6 +80,33 @@ def test_unfunded_work_fills_what_a_preempting_pass_left_idle():
     res = simulate(sc, jobs, "fairshare", until_s=21 * HOUR)
     assert len([e for e in res.events if e[4] == "preempt" and e[0] < 2 * HOUR]) == 1
     assert HOUR < starts(res, "filler")[0][0] <= HOUR + 5 * 60
+
+
+def test_a_job_preempts_as_soon_as_usage_drift_lets_it_not_at_the_next_trace_event():
+    """b used the node for two hours, then a runs for ten. b's next job cannot preempt a
+    while a has used less than b; usage crosses at 4 h with no trace event near (a ends at
+    12 h). The live loop would preempt at its first pass after the crossing."""
+    sc = scenario([("a", 1000), ("b", 1000)])
+    jobs = [
+        job("b0", 0.0, "b", gpus=8, duration=2 * HOUR),
+        job("a1", 2 * HOUR, "a", gpus=8, duration=10 * HOUR, min_runtime=600),
+        job("b1", 2 * HOUR + 1, "b", gpus=8, duration=HOUR, min_runtime=600),
+    ]
+    res = simulate(sc, jobs, "fairshare", until_s=13 * HOUR)
+    assert 4 * HOUR < starts(res, "b1")[0][0] <= 4 * HOUR + 120
+
+
+def test_work_that_ran_out_of_budget_is_funded_when_the_grants_renew():
+    """a spends its grant; its 16-GPU job cannot start unfunded (the node is taken by free
+    work, which only funded work may preempt). The grants renew at 24 h with no trace event."""
+    sc = replace(scenario([("a", 10)], nodes=2), window_days=1)
+    jobs = [
+        job("a0", 0.0, "a", gpus=8, duration=2 * HOUR, min_runtime=600),
+        job("free", 0.0, "", gpus=8, duration=100 * HOUR),
+        job("a1", 3 * HOUR, "a", gpus=16, duration=HOUR, min_runtime=600),
+    ]
+    res = simulate(sc, jobs, "fairshare", until_s=30 * HOUR)
+    assert 24 * HOUR <= starts(res, "a1")[0][0] <= 24 * HOUR + 60
 
 
 # ---- 2. exact times, and the contract slips -------------------------------------------------

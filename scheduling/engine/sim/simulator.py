@@ -38,6 +38,7 @@ from scheduling.engine.model import (
 from scheduling.engine.passes import MAX_VICTIM_SEARCHES_PER_POOL, Pass
 from scheduling.engine.sim.costs import FundableWaiters, split_attempt
 from scheduling.engine.sim.scenario import Scenario, TraceJob
+from scheduling.engine.sim.standing import Standings
 from scheduling.engine.tree import FairTree
 from scheduling.engine.usage import DecayedUsage, HardWindowUsage
 
@@ -46,7 +47,7 @@ from scheduling.engine.usage import DecayedUsage, HardWindowUsage
 FINISH, PREEMPT, SUBMIT, START = "finish", "preempt", "submit", "start"
 EVENT_ORDER = {FINISH: 0, PREEMPT: 1, SUBMIT: 2, START: 3}
 _FINISH_AFTER_START = 4
-_WAKE, _SUBMIT, _FINISH, _DRAIN, _SAMPLE = 3, 2, 0, 1, 4
+_WAKE, _SUBMIT, _FINISH, _DRAIN, _SAMPLE, _STANDING = 3, 2, 0, 1, 4, 5
 
 
 @dataclass
@@ -170,6 +171,7 @@ class Simulator:
         self.wakes: set[float] = set()  # pass-interval wake-ups already queued
         self.arrivals = 0  # submits and drain requests still to come
         self.last_holds: frozenset = frozenset()
+        self.standing = Standings(self)
         self.cluster_of = {name: n.cluster for name, n in self.nodes.items()}
         self.cluster_cost = {
             c.name: scenario.gpu_types.get(c.gpu_type, 1.0) for c in scenario.clusters
@@ -222,10 +224,12 @@ class Simulator:
                     for project in projects:
                         self.res.fragmentation[project] += idle * dt
             t0 = stop
+            if stop < boundary:
+                break
+            self.period += 1  # a period starts at its boundary: its grants are there
+            self.spent.clear()
             if stop >= t:
                 break
-            self.period += 1
-            self.spent.clear()
         self.charged_to = t
 
     def remaining(self, t: float) -> dict[str, float]:
@@ -275,6 +279,7 @@ class Simulator:
                 self.arrivals += 1
         if self.sample_every:
             self._push(0.0, _SAMPLE)
+        self._push(self.sc.window_s, _WAKE, "period")
         t = 0.0
         while self.heap:
             t = self.heap[0][0]
@@ -355,6 +360,14 @@ class Simulator:
             if self.heap and any(k != _SAMPLE for _, k, _, _ in self.heap):
                 self._push(t + self.sample_every, _SAMPLE)
             return False
+        if kind == _STANDING:
+            return self.standing.check(t, payload)
+        if kind == _WAKE and payload == "period":
+            # grants renew: work that ran out of budget may be funded now (the live loop
+            # passes within an interval of the renewal); the next renewal, while work remains
+            if self.running or self.arrivals or any(self.spent.values()):
+                self._push(t + self.sc.window_s, _WAKE, "period")
+            return bool(self.pending)
         if kind == _WAKE:
             self.wakes.discard(t)
         return True  # a wake-up or a protection end: time for a pass
@@ -444,6 +457,10 @@ class Simulator:
         holds = frozenset((h.job_id, h.nodes, h.start_s) for h in decisions.reservations)
         new_hold = not holds <= self.last_holds
         self.last_holds = holds
+        if any(self.frag_now.values()):  # fundable work waits: when may standing let it in?
+            self.standing.watch(t)
+        else:
+            self.standing.stop()
         return bool(decisions.starts or decisions.preemptions or new_hold or budget_hit)
 
     def _preempted(self, t: float, job_id: str) -> None:
