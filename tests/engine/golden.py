@@ -31,6 +31,8 @@ NOW = 500_000.0
 
 def canonical(decisions: Decisions) -> str:
     data = dataclasses.asdict(decisions)
+    if not data.get("displacements"):  # added for issue 10: empty, it leaves old digests be
+        data.pop("displacements", None)
     return json.dumps(data, sort_keys=True, separators=(",", ":"), default=repr)
 
 
