@@ -21,6 +21,7 @@ def first_difference(a: str, b: str) -> tuple[str, str] | None:
             return x, y
     return None
 
+
 PRIORITY_LEVELS = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
 
 

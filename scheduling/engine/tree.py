@@ -31,8 +31,8 @@ third with no loss of utilisation or share accuracy).
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 
 from scheduling.engine.model import BudgetNode, Standing
 

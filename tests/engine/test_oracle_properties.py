@@ -59,9 +59,7 @@ def trees(draw):
 def small_snapshots(draw):
     budgets, leaves = draw(trees())
     size = draw(st.sampled_from([4, 8]))
-    node_list = tuple(
-        Node(f"c-{i:02d}", "c", "H100", size) for i in range(draw(st.integers(1, 4)))
-    )
+    node_list = tuple(Node(f"c-{i:02d}", "c", "H100", size) for i in range(draw(st.integers(1, 4))))
     free = [size] * len(node_list)
     running = []
     n_running = draw(st.integers(0, 5))
