@@ -170,6 +170,7 @@ def find_victims(
     if not pool.is_multi(gpus):
         best = None
         best_cost = None
+        holders: dict[str, _Below] = {}
         for i in range(len(names)):
             f = free[i]
             if i not in reserved:
@@ -177,12 +178,29 @@ def find_victims(
                     continue
                 if i in held:
                     # Held for a better-ranked job that waits with no known start: the jobs
-                    # it waits for may still be preempted by those allowed to, on their own
-                    # GPUs only. The free GPUs stay held (they count as none here), so the
-                    # holder loses nothing it could count on.
-                    if held[i].start_s != INF or held[i].reservation:
+                    # it waits for (which need not yield to it) may still be preempted by
+                    # those allowed to, on their own GPUs only. The free GPUs and the work
+                    # the holder could displace itself stay its own (they count as none
+                    # here), so the holder loses nothing it could count on.
+                    h = held[i]
+                    if h.start_s != INF or h.reservation:
                         continue
                     f = 0
+                    hit = cache[i]
+                    if hit is None or hit[0] != version[i]:
+                        hit = _yieldable(st, pool, i, cache)
+                    holder = holders.get(h.project)
+                    if holder is None:
+                        holder = holders[h.project] = _Below(st, h.project)
+                    blockers = [c for c in hit[1] if c[0] and not holder.allows(c[4])]
+                    total = sum(c[3] for c in blockers)
+                    if size[i] < gpus or total < gpus:
+                        continue
+                    found = _node_victims(0, blockers, gpus, below)
+                    if found is not None and (best_cost is None or found[0] < best_cost):
+                        best_cost = found[0]
+                        best = (((i, gpus),), found[1])
+                    continue
             if size[i] < gpus:
                 continue
             if f >= gpus:

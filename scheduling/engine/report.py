@@ -77,6 +77,10 @@ def _message(code: str, job: PendingJob, pass_) -> str:
     return MESSAGES[code].format(user=job.user, gpus=job.gpus)
 
 
+def _never(victim: str, preemptor: str) -> bool:
+    return False
+
+
 def _names(projects) -> str:
     names = [p or "no project" for p in projects[:3]]
     more = f" and {len(projects) - 3} more" if len(projects) > 3 else ""
@@ -114,6 +118,9 @@ class _Fluid:
         # in ``since`` the projects behind the GPUs available since they last ran out.
         who: dict[float, set[str]] = {}
         running = st.running
+        # Without preemption (the baselines, or preemption switched off) no running job's
+        # protection end is an end a waiting job can count on, unfunded work included.
+        preempting = st.policy.name == "fairshare" and st.policy.preemption
         for i, jobs in enumerate(pool.jobs):
             if pool.drained[i]:
                 continue
@@ -123,7 +130,7 @@ class _Fluid:
                 if t < now:
                     t = now
                 at[t] = at.get(t, 0) + used
-                if job.funded:
+                if job.funded or not preempting:
                     hit = who.get(t)
                     if hit is None:
                         who[t] = {job.project}
@@ -178,6 +185,8 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
     setattr_, new = object.__setattr__, _new
     fluid = f_t = f_avail = f_times = f_at = f_who = f_since = f_in = None
     below = st.tree.strictly_below
+    if st.policy.name != "fairshare" or not st.policy.preemption:
+        below = _never  # nothing is preempted for a waiting job: it counts on no one
     # (fluid, project, behind) -> [since, checked, bad, bad as a tuple, project, fluid, behind]
     unknown_of: dict = {}
     memo = last_unknown = last_message = None

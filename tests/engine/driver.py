@@ -17,7 +17,8 @@ HAS_MEMORY = "displacements" in {f.name for f in fields(Snapshot)}
 class Driver:
     snap: Snapshot
     work_s: dict[str, float]  # job id -> seconds of work it needs
-    preemptions: list[tuple[float, str, str | None]] = field(default_factory=list)
+    # (time, victim, preemptor, was the victim funded)
+    preemptions: list[tuple[float, str, str | None, bool]] = field(default_factory=list)
     finished: dict[str, float] = field(default_factory=dict)
     charged_gpu_s: float = 0.0
 
@@ -29,7 +30,7 @@ class Driver:
         pending = {j.id: j for j in snap.pending}
         for p in d.preemptions:
             r = running.pop(p.job_id)
-            self.preemptions.append((now, p.job_id, p.by_job_id))
+            self.preemptions.append((now, p.job_id, p.by_job_id, r.funded))
             pending[r.id] = PendingJob(
                 r.id, r.project, r.user, r.gpus, r.submit_s, 0.0, resumable=r.resumable
             )

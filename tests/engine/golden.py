@@ -31,8 +31,9 @@ NOW = 500_000.0
 
 def canonical(decisions: Decisions) -> str:
     data = dataclasses.asdict(decisions)
-    if not data.get("defunded"):  # added later: an empty one leaves the pinned digests alone
-        data.pop("defunded", None)
+    for added in ("defunded", "displacements"):  # added later: empty, they leave digests be
+        if not data.get(added):
+            data.pop(added, None)
     return json.dumps(data, sort_keys=True, separators=(",", ":"), default=repr)
 
 

@@ -55,113 +55,120 @@ BENCH_CASES = {
     ),
 }
 
+# Issue 10 moved most digests on purpose (docs/engine.md, "Pinned decisions moved by issue 10"):
+# - estimates: a waiting job no longer counts on the protection end of work that need not
+#   yield to it (better-ranked, same project, or anything under the baselines): such
+#   estimates became None and their messages name the projects waited for (every case);
+# - holds: the best blocked funded job of a pool now holds nodes even with no known start
+#   (start_s infinity), so worse-ranked funded work no longer takes them (10k, 3k-busy, and
+#   22 random seeds), and the starts that used to take them moved;
+# - victim search: a failed search no longer stops other projects' searches, and unfunded
+#   work backfills a pool after a preemption (starts and preemptions of 1k/10k/3k-busy and
+#   some random seeds); unfunded interactive sessions count against the pool.
 GOLDEN_BENCH = {
-    "1k": "fc6bf26ecb6bb7e2",
-    "10k": "12bd68a54c77f2b2",
-    "10k-priority": "84f1f41652fc4ce3",
-    "10k-fifo": "fc7ada84b443252d",
-    "3k-seed-11": "67b8f68a8e9cc641",
+    "1k": "1ee2b26e32164295",
+    "10k": "2608748c8a75a33a",
+    "10k-priority": "d1f31b497f6a1341",
+    "10k-fifo": "ef2142967119a39a",
+    "3k-seed-11": "8f08588ebb1a2282",
     # Reservation r2 of language/proj-10 is open: its jobs now preempt unprotected
     # strangers on gpu-0197/0198, and the pass no longer stops early while they could.
-    "3k-busy": "74858b99a43210d7",
-    "2k-no-preemption": "430d80cd0f5e663e",
+    "3k-busy": "56ab4aad38c9709d",
+    "2k-no-preemption": "ba3c141baa5d46ad",
 }
 
 # Changed by the budget floor (passes.budget_floor): seeds whose snapshot has a funded run
 # past its protection on a spent budget now report it defunded; without that step every
 # digest is the one pinned before. Changed again by the exception rule (state._protection): an
 # approved extended protection protects for its hours at every start, not min(min runtime, it).
+# Re-pinned once more where the budget floor, the exception rule and issue 10's rules meet
+# (each change was checked alone on its own branch; these are the digests of all three).
 GOLDEN_RANDOM: list[str] = [
-    "32d2c8aca61d47cc",
-    "b56814d084bfb524",
-    "bbc25ca1bd16c725",
-    "c876d9047003ba1f",
-    "c527cec7ef0b8faa",
-    "eacc1a3c8336d82f",
-    "faa121c1d31c22de",
-    "ea6cb4848216df7e",
-    "c943c56465fbb9ba",
-    "d0b3102b7168506f",
-    "5185939f51960c58",
-    "fcae81f8be3d5f2d",
-    "dded1e6d46ab3046",
-    "022c9dc1fb949a47",
-    "b4a74530bb81713a",
-    "18762c231e8dfe23",
-    "56f6305771c07b9c",
-    "02e2e120a137d2fe",
-    "41b41117c4bcc4ba",
+    "405147898cba6e72",
+    "b8e723a2a51919db",
+    "e918e6f637ab4801",
+    "306941ac29584b01",
+    "a2ed5c0365959458",
+    "454b9d6e7c5f17b1",
+    "23396fbeb2c85cce",
+    "882d91bc84d4f94a",
+    "de82512852c4ede5",
+    "1c92303fb5a6e341",
+    "80a939e67d00e956",
+    "c75658f99746326a",
+    "01394984087fb601",
+    "ee44327e8fe94a39",
+    "cf01738963ef4ee5",
+    "bd8c5c517c6076a9",
+    "10823207afe2947a",
+    "e956185b3a6dc38b",
+    "ff932024cffdda14",
     "93228d5256f1943c",
-    "b62bb5b7205e0211",
-    "55ce63168f5ab562",
-    "2793204fc05232bd",
-    "e69b5c504b0f1a5a",
-    "3aa8e9c632a869db",
-    "a0fbbc264634cf67",
+    "001446aa71f83c8a",
+    "16fba0956c4b3125",
+    "9b61e508c9506744",
+    "ceec1c9a5ddf5a4d",
+    "6f0bf9610f330b64",
+    "82dfd57d1dc25a63",
     "802836ef76c607bb",
-    "53e5fb2a5bf79c40",
-    "336d1de15b38034b",
-    "cd4823f8797427e7",
+    "ab3470fbe5e1e35a",
+    "e8e74c432b10fa2c",
+    "ad8ade20bcd32d46",
     "da2236756a179c48",
-    "e942f92cb9ae9650",
-    "e0afdc2b79e04c9f",
-    "12670d9d9ff5f696",
-    "ea04add17a98272d",
-    "b3dfcb77e76cdc6e",
-    "fe3f693462273890",
-    "f027b06ea6d48058",
-    "d7d888b11e2ced9d",
-    "ff960b1907628c7d",
-    "b3bd8fbca9c35630",
-    "ae479a5da3db5933",
-    "2d40e638afd7a674",
-    "b4291ea0249454dc",
-    "53206775fa9ca4d0",
-    "815cf743a277f5ee",
-    "58be0a41774d4d81",
-    "67de301c7d6a59e3",
-    "5efebf1099bf5f5d",
-    "e97ecae7d5f920d2",
+    "6f6e6607a2e52aa5",
+    "ee8c40bb5ac106a1",
+    "83f8fa660e6303cf",
+    "aa8db5d36294e8ef",
+    "7235faef7f3b12fb",
+    "a6bb576cc527dda2",
+    "dee10fa92ea4ed1e",
+    "be09c3febf727c53",
+    "b59f30696ea894d3",
+    "3869918b1c915e97",
+    "d5166985644095ad",
+    "2aa6ee4f6c08a3dc",
+    "3c5c79f34eb48c36",
+    "607d35ca7dc77ee5",
+    "2ef4e9259ffdb635",
+    "6a82b98dba032ba7",
+    "02337b0548b3a273",
+    "5294fe5ce75e5c48",
+    "5756911c6c1bbe92",
     "494cac5ae5ece8d9",
-    "8448397f3f8ac6df",
-    "182ac47327e4a7ac",
-    "68cc04a4f08bc9fe",
-    "1ab7d0e277164b51",
-    "7152e7c67b206548",
-    "10809a9392d7b28c",
-    "335160ff69fe3e7b",
-    "b398f7bb6597c509",
-    "67b805d9ee01ea3f",
+    "062d49071757b5df",
+    "3aa1d613e1c5451a",
+    "61b10a6e58f34e38",
+    "f5eba4ac4733308e",
+    "9e72be2630e304bb",
+    "cd24607fce3316cb",
+    "f05718cc17abb76a",
+    "711b985cf5b46aed",
+    "1fe5b6ed8cb49966",
     "79e0199803c1239d",
-    "5c225351b05a93be",
+    "b66111be00bc8d9a",
     "87145ac20837ce0a",
-    "731201bb6e20ba4d",
-    "7f13111f7bb44cbe",
-    "20f611542c268dc8",
-    "45aea15579eb59e9",
-    "432731cd2af1fb2b",
-    "46de0377854e4bee",
-    "39fa04af36ba1094",
-    "d5dcf833183b3007",
-    "b9225644d93559d5",
-    "7e4c5793a8e6892b",
-    "a43e68d73d0ceb8c",
-    "4a11d4c44f7afe4c",
-    "7573198f50073cb5",
-    "ead4c97edeacdc8a",
-    "95537e5bc1f19a3b",
-    "e9b99b407ec55baf",
-    "e782b55ed6c7b405",
+    "dd4402ac55d2bf70",
+    "85df4626069644c1",
+    "daa833560df0b6ba",
+    "5dcd2db4af81e4f3",
+    "63a2dec904118224",
+    "3b16aea1ecc71212",
+    "9db88cc5446f1cc5",
+    "2ba8a6def56ebcf1",
+    "b6e624c1bde6fb1e",
+    "c9a22a24fd684e26",
+    "10a96ee5f6eb6bcb",
+    "2ba4d7f227a83a29",
+    "12c5ee30ed96e82a",
+    "91f8a7254943de36",
+    "cbb31fec1fdf46f7",
+    "8f1454f84e1cc123",
+    "83578fc789b4dfd7",
 ]
 
 # Changed once, by the multi-node-victim rule (preempt.py _cheapest_groups); the replay with
 # that rule switched off still gives the digest pinned before the performance work.
-# Changed again by the simulator, not the engine: it now passes again one interval after a
-# pass that changed something and when a standing crosses 1 while fundable work waits (as
-# the live loop would; sim/standing.py), and reports wasted and fragmented GPU-hours. With
-# those extra passes switched off and the new keys left out, the replay still gives
-# a3405aae3bea8927, the digest pinned before.
-GOLDEN_SIMULATION = "f391e3e6f4685c6d"
+GOLDEN_SIMULATION = "4b87b76c3bb65bbc"
 
 
 def simulation_digest() -> str:
@@ -203,18 +210,20 @@ def test_the_example_simulation_replays_identically():
 
 
 SPOT_10K: dict = {
-    "counts": (17, 22, 0),
+    "counts": (17, 22, 1),  # issue 10: one hold, with no known start (p7228)
     "first_preempted": ["r1", "r234", "r808", "r810", "r814"],
     "first_starts": [
         ("p1024", (("gpu-0000", 1),)),
         ("p617", (("gpu-0041", 4),)),
         ("p1661", (("gpu-0041", 1),)),
     ],
+    # issue 10: these waited for GPUs of better-ranked work, which need not yield to them:
+    # their old estimates (1014595.39 ... 1119365.35) assumed preemptions the rules forbid.
     "pending": {
-        "p0": ("Priority", 3224, 1053011.2757303726),
-        "p1": ("Priority", 938, 1014595.3901534816),
-        "p17": ("Priority", 1113, 1018000.0),
-        "p4242": ("Priority", 7082, 1119365.3490363746),
-        "p9999": ("Priority", 4797, 1079118.0495032044),
+        "p0": ("Priority", 3224, None),
+        "p1": ("Priority", 938, None),
+        "p17": ("Priority", 1113, None),
+        "p4242": ("Priority", 7082, None),
+        "p9999": ("Priority", 4797, None),
     },
 }

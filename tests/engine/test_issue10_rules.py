@@ -64,7 +64,9 @@ def test_unfunded_interactive_sessions_respect_the_pool():
 def test_interactive_pool_holds_under_the_baselines_too():
     for name in ("fifo", "priority"):
         lane = Policy(name=name, interactive_pool_gpus={"c": 2}, interactive_per_user=1)
-        jobs = [pend(f"s{k}", "hi", 2, kind="interactive", user=f"u{k}", submit=k) for k in range(3)]
+        jobs = [
+            pend(f"s{k}", "hi", 2, kind="interactive", user=f"u{k}", submit=k) for k in range(3)
+        ]
         d = schedule(snap(nodes(1), TREE, pending=jobs, policy=lane))
         assert len(d.starts) == 1, name
 
