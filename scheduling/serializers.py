@@ -56,6 +56,7 @@ class JobSerializer(serializers.ModelSerializer):
             "nodes",
             "attempt",
             "gpu_utilization",
+            "last_error",  # the cluster's last refusal for this job alone
         ]
         read_only_fields = fields
 

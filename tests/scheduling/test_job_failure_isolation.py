@@ -53,6 +53,7 @@ def assert_bad_failed_and_good_runs(bad, good, client, researcher):
     client.force_login(researcher)
     page = client.get(f"/jobs/{bad.pk}/").content.decode()
     assert "Cluster error" in page and "too long" in page
+    assert "too long" in client.get(f"/api/v1/jobs/{bad.pk}/").json()["last_error"]
 
 
 def test_a_refused_dispatch_fails_that_job_alone(
