@@ -115,6 +115,7 @@ def test_a_discovery_that_fails_in_the_worker_is_shown_on_the_cluster(
     from scheduling.backends.simulated import SimulatedBackend
 
     settings.ALLOT_CLUSTER_FILES_DIR = str(tmp_path)
+
     def silent(self):
         raise BackendUnavailable("simulated: does not answer")
 
