@@ -74,6 +74,17 @@ def check_options(backend: str, options: dict) -> None:
             raise JobValidationError(
                 "options", f"{key} must be a file inside {base} (ALLOT_CLUSTER_FILES_DIR)"
             )
+    # The simulated backend writes its state there: Allot's var directory or the one above.
+    state_dir = options.get("state_dir")
+    if state_dir not in (None, ""):
+        path = Path(str(state_dir)).resolve()
+        allowed = (base, Path(settings.VAR_DIR).resolve())
+        if not Path(str(state_dir)).is_absolute() or not any(
+            path.is_relative_to(d) for d in allowed
+        ):
+            raise JobValidationError(
+                "options", f"state_dir must be a directory inside {base} or {allowed[1]}"
+            )
     prefix = str(options.get("command_prefix") or "")
     if prefix:
         try:

@@ -128,13 +128,21 @@ def note_error(job_id: int, what: str, error: Exception) -> None:
 
 
 def stop_on_backend(job_id: int, attempt_key: str, cancel: bool = False) -> None:
-    """Stop a preempted or cancelled attempt, then requeue a preempted job."""
+    """Stop a preempted or cancelled attempt, then requeue a preempted job. A refusal is
+    recorded on the job and the job is not requeued (it may still run there): the next sync
+    tries the stop again."""
     job = Job.objects.select_related("cluster").get(pk=job_id)
     backend = backend_for(job.cluster)
     if job.external_id or job.attempt_key == attempt_key:
         external = job.external_id or _find_external(backend, attempt_key)
         if external:
-            (backend.cancel if cancel else backend.preempt)(job.pk, external)
+            try:
+                (backend.cancel if cancel else backend.preempt)(job.pk, external)
+            except BackendUnavailable:
+                raise  # nothing was decided: the task retries with backoff
+            except BackendError as exc:
+                note_error(job.pk, "cancelling" if cancel else "preempting", exc)
+                return
     fault_point("stop.after_backend")  # stopped on the backend, not yet requeued
     if job.state == Job.State.PREEMPTED and job.attempt_key == attempt_key:
         requeue_preempted(job.pk, attempt_key)

@@ -68,6 +68,7 @@ class JobSerializer(serializers.ModelSerializer):
             "gpu_utilization",
             "funding_ended_at",
             "protection_request",
+            "last_error",  # the cluster's last refusal for this job alone
         ]
         read_only_fields = fields
 

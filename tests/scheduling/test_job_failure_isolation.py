@@ -53,6 +53,7 @@ def assert_bad_failed_and_good_runs(bad, good, client, researcher):
     client.force_login(researcher)
     page = client.get(f"/jobs/{bad.pk}/").content.decode()
     assert "Cluster error" in page and "too long" in page
+    assert "too long" in client.get(f"/api/v1/jobs/{bad.pk}/").json()["last_error"]
 
 
 def test_a_refused_dispatch_fails_that_job_alone(
@@ -89,3 +90,31 @@ def test_the_form_refuses_a_command_longer_than_the_api_allows(client, researche
     response = client.post("/jobs/", form)
     assert Job.objects.count() == 0
     assert "at most 10000 characters" in response.content.decode()
+
+
+def test_a_refused_stop_is_recorded_on_the_job(
+    client, researcher, cluster, monkeypatch, run_pass, committed
+):
+    job = submit_job(
+        researcher,
+        JobRequest(name="t", project="nlp/olmo", cluster="jupiter", gpus=2, min_runtime_s=60),
+    )
+    run_pass(cluster)
+    real = dispatch.backend_for
+
+    def refusing(cluster):
+        backend = real(cluster)
+
+        def refuse(job_id, external_id):
+            raise BackendError("slurm[jupiter]: scancel failed: Access/permission denied")
+
+        backend.cancel = backend.preempt = refuse
+        return backend
+
+    monkeypatch.setattr(dispatch, "backend_for", refusing)
+    client.force_login(researcher)
+    with committed():
+        assert client.post(f"/api/v1/jobs/{job.pk}/cancel/").status_code == 200
+    job.refresh_from_db()
+    assert job.state == Job.State.CANCELLED
+    assert "permission denied" in job.last_error

