@@ -154,7 +154,7 @@ AUTH_PASSWORD_VALIDATORS = [
 # Failed logins, through /login/, /admin/ and /api/v1/auth/token/ alike, counted per
 # username and address: after AXES_FAILURE_LIMIT failures that pair gets 429 for the cool-off.
 AXES_FAILURE_LIMIT = env_int("ALLOT_LOGIN_FAILURE_LIMIT", 5)
-AXES_COOLOFF_TIME = env_int("ALLOT_LOGIN_COOLOFF_MIN", 15) / 60  # hours
+AXES_COOLOFF_TIME = dt.timedelta(minutes=env_int("ALLOT_LOGIN_COOLOFF_MIN", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "portal.tokens.lockout_response"

@@ -89,3 +89,16 @@ def test_behind_a_proxy_the_address_the_proxy_appended_counts(client, researcher
         HTTP_X_FORWARDED_FOR="203.0.113.8",
     )
     assert elsewhere.status_code == 302
+
+
+def test_the_lockout_ends_after_the_cool_off(client, researcher):
+    import datetime as dt
+
+    import time_machine
+    from django.utils import timezone
+
+    _fail(client, "/login/", "researcher", 3)
+    assert client.post("/login/", {"username": "researcher", "password": "demo"}).status_code == 429
+    with time_machine.travel(timezone.now() + dt.timedelta(minutes=16), tick=False):
+        response = client.post("/login/", {"username": "researcher", "password": "demo"})
+    assert response.status_code == 302
