@@ -160,9 +160,11 @@ def set_grant(actor, node, gpu_hours, *, expected_version=None, reason="", perio
             f"the grant cannot be less than that.",
         )
     if amount == old:
-        return Grant.objects.filter(node=node, period_start__lte=period.start).latest(
-            "period_start"
-        )
+        in_force = Grant.objects.filter(node=node, period_start__lte=period.start)
+        current = in_force.order_by("-period_start").first()
+        if current is not None:
+            return current
+        # A node that never had a grant holds 0 by default; setting 0 records it.
     row = _write_grant(node, period, version, amount)
     _audit(actor, AuditAction.SET_GRANT, node, GRANT, old, amount, reason)
     return row

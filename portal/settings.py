@@ -154,11 +154,10 @@ AUTH_PASSWORD_VALIDATORS = [
 # Failed logins, through /login/, /admin/ and /api/v1/auth/token/ alike, counted per
 # username and address: after AXES_FAILURE_LIMIT failures that pair gets 429 for the cool-off.
 AXES_FAILURE_LIMIT = env_int("ALLOT_LOGIN_FAILURE_LIMIT", 5)
-AXES_COOLOFF_TIME = env_int("ALLOT_LOGIN_COOLOFF_MIN", 15) / 60  # hours
+AXES_COOLOFF_TIME = dt.timedelta(minutes=env_int("ALLOT_LOGIN_COOLOFF_MIN", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "portal.tokens.lockout_response"
-AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
 # API tokens (django-rest-knox): stored as SHA-512 digests, expire, can be revoked.
 REST_KNOX = {
     "TOKEN_TTL": dt.timedelta(hours=env_int("ALLOT_API_TOKEN_TTL_H", 30 * 24)),
@@ -182,6 +181,10 @@ SPECTACULAR_SETTINGS |= {
 # Trust X-Forwarded-Proto only when a proxy in front sets it (and strips it from clients).
 ALLOT_BEHIND_PROXY = env_bool("ALLOT_BEHIND_PROXY", default=False)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if ALLOT_BEHIND_PROXY else None
+# The client's address for login throttling: the socket's, or behind the one proxy, the
+# address that proxy appended to X-Forwarded-For (never one a client wrote itself).
+AXES_CLIENT_IP_CALLABLE = "portal.tokens.client_address"
+REST_FRAMEWORK["NUM_PROXIES"] = 1 if ALLOT_BEHIND_PROXY else None
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # no form or API body of Allot's needs more
 
 # --- Celery -------------------------------------------------------------------------------------

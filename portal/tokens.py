@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 from django.utils import timezone
 from drf_spectacular.contrib.knox_auth_token import KnoxTokenScheme
@@ -69,6 +70,17 @@ class RevokeTokensOnPasswordChange:
 
     def get_help_text(self):
         return ""
+
+
+def client_address(request) -> str | None:
+    """Who is knocking, for throttling: the socket's peer, or with ALLOT_BEHIND_PROXY=1 the
+    last address in X-Forwarded-For, the one our proxy appended (earlier ones are the
+    client's to write)."""
+    if settings.ALLOT_BEHIND_PROXY:
+        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")[-1].strip()
+        if forwarded:
+            return forwarded[:64]
+    return request.META.get("REMOTE_ADDR")
 
 
 def lockout_response(request, original_response=None, credentials=None):

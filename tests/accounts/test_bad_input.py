@@ -217,3 +217,18 @@ def test_the_login_form_bounds_the_password_before_hashing_it(client, researcher
     assert response.status_code == 200
     assert not backend.called
     assert "_auth_user_id" not in client.session
+
+
+def test_a_new_child_with_a_zero_grant_is_created_not_a_crash(client, leader, budget_tree):
+    client.force_login(leader)
+    page = client.post(
+        f"/budgets/{budget_tree.olmo.pk}/children/",
+        {"name": "Zero", "slug": "zero", "grant_gpu_hours": "0"},
+    )
+    assert page.status_code == 302
+    api = client.post(
+        "/api/v1/budgets/",
+        {"parent": budget_tree.tulu.pk, "name": "None yet", "grant_gpu_hours": 0},
+        "application/json",
+    )
+    assert api.status_code == 201

@@ -67,3 +67,38 @@ def test_token_requests_are_rate_limited_even_when_they_succeed(client, research
         for _ in range(4)
     ]
     assert codes == [200, 200, 200, 429]
+
+
+def test_behind_a_proxy_the_address_the_proxy_appended_counts(client, researcher, settings):
+    settings.ALLOT_BEHIND_PROXY = True
+    for forged in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
+        client.post(
+            "/login/",
+            {"username": "researcher", "password": "wrong"},
+            HTTP_X_FORWARDED_FOR=f"{forged}, 203.0.113.7",
+        )
+    response = client.post(
+        "/login/",
+        {"username": "researcher", "password": "demo"},
+        HTTP_X_FORWARDED_FOR="10.0.0.9, 203.0.113.7",
+    )
+    assert response.status_code == 429
+    elsewhere = client.post(
+        "/login/",
+        {"username": "researcher", "password": "demo"},
+        HTTP_X_FORWARDED_FOR="203.0.113.8",
+    )
+    assert elsewhere.status_code == 302
+
+
+def test_the_lockout_ends_after_the_cool_off(client, researcher):
+    import datetime as dt
+
+    import time_machine
+    from django.utils import timezone
+
+    _fail(client, "/login/", "researcher", 3)
+    assert client.post("/login/", {"username": "researcher", "password": "demo"}).status_code == 429
+    with time_machine.travel(timezone.now() + dt.timedelta(minutes=16), tick=False):
+        response = client.post("/login/", {"username": "researcher", "password": "demo"})
+    assert response.status_code == 302
