@@ -35,6 +35,7 @@ SPEED = "1"
 OLD_SPEED = "60"  # demos seeded before the one clock
 DRAIN_REASON = "demo maintenance: firmware update"
 REPAIR_AFTER = dt.timedelta(minutes=4)
+DRAIN_EVERY = dt.timedelta(minutes=3)  # at most one new maintenance drain this often
 
 
 def _clusters() -> list[Cluster]:
@@ -144,7 +145,9 @@ def maintain(cluster_name: str = "jupiter", now: dt.datetime | None = None) -> s
         if node.name not in busy and node.drain_requested_at <= now - REPAIR_AFTER:
             set_node_drain(admin, node.pk, False)
             done.append(f"{node.name} repaired")
-    if not any(node.name in busy for node in ours):
+    latest = max((n.drain_requested_at for n in ours if n.drained), default=None)
+    spaced = latest is None or latest <= now - DRAIN_EVERY
+    if spaced and not any(node.name in busy for node in ours):
         candidates = [
             (max(j.protected_until or now for j in busy[n.name]), n.name, n)
             for n in cluster.nodes.filter(drained=False, present=True)
