@@ -1,20 +1,28 @@
 """The demo's clusters and a backlog of jobs, so the queue visibly moves in `make demo`.
 
-Clusters are simulated at 60× speed (an 8 h job lasts 8 minutes; protection windows run on the
-real clock). The backlog oversubscribes them: funded jobs from every project, and unfunded work
-that yields whenever funded work needs the GPUs, so a job submitted in the browser starts
-within a minute or two.
+One clock: the simulated clusters run in real time (speed 1), and the demo's jobs are minutes
+long — protected 5 to 10 minutes, running 4 to 30 — so protection, work and charges all count
+the same seconds. (At 60× speed an 8 h job ran 8 minutes while its protection ran 8 real hours,
+so nobody ever saw a funded job preempted after its protection.) The backlog oversubscribes the
+clusters: within ten minutes of `make demo` a visitor sees funded jobs preempted once their
+protection ends by better-ranked projects, unfunded work yielding to funded work, and a node of
+jupiter drained for maintenance emptying as its jobs' protections end (`keep_demand` starts a
+drain when none is under way and puts a node back once it has stood empty a few minutes).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import random
+
+from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from budgets.access import user_projects
 from budgets.models import Role
 from scheduling.discovery import register_cluster
 from scheduling.models import Cluster, Job
-from scheduling.services import JobRequest, submit_job
+from scheduling.services import JobRequest, set_node_drain, submit_job
 
 CLUSTERS = [
     # name, GPU type, nodes of 8 GPUs
@@ -23,7 +31,11 @@ CLUSTERS = [
     ("neptune", "B300", 11),
 ]
 SIZES = [1, 1, 2, 4, 8, 8, 8, 16, 32, 64]
-SPEED = "60"
+SPEED = "1"
+OLD_SPEED = "60"  # demos seeded before the one clock
+DRAIN_REASON = "demo maintenance: firmware update"
+REPAIR_AFTER = dt.timedelta(minutes=4)
+DRAIN_EVERY = dt.timedelta(minutes=3)  # at most one new maintenance drain this often
 
 
 def _clusters() -> list[Cluster]:
@@ -37,6 +49,11 @@ def _clusters() -> list[Cluster]:
                 {"nodes": str(nodes), "gpus_per_node": "8", "gpu_type": gpu_type, "speed": SPEED},
             )
             existing = report.cluster
+        elif existing.options.get("speed") == OLD_SPEED:
+            # The demo's own earlier setting, not a person's: move it to the one clock.
+            Cluster.objects.filter(pk=existing.pk).update(
+                options={**existing.options, "speed": SPEED}
+            )
         clusters.append(existing)
     return clusters
 
@@ -53,14 +70,12 @@ def _submit_one(rng: random.Random, person, cluster: Cluster) -> int:
     projects = list(user_projects(person).values_list("slug_path", flat=True))
     unfunded = rng.random() < 0.2
     gpus = rng.choice(SIZES)
-    hours = rng.choice([1, 2, 4, 8])
-    min_runtime_s = hours * 3600
-    duration_s = int(hours * 3600 * rng.uniform(0.8, 2.5))
+    min_runtime_s = rng.choice([300, 300, 420, 600])
+    duration_s = int(min_runtime_s * rng.uniform(0.8, 3.0))
     if rng.random() < 0.3:
-        # Long resumable training with a short protected window: its simulated day lasts
-        # ~30 real minutes, so after its 10 protected minutes better-ranked work can preempt it
-        # (protection runs on the real clock).
-        min_runtime_s, duration_s = 600, int(3600 * rng.uniform(24, 40))
+        # Long resumable training with a short protected window: after its 5 protected
+        # minutes, better-ranked work can preempt it, and it resumes later.
+        min_runtime_s, duration_s = 300, int(60 * rng.uniform(20, 40))
     submit_job(
         person,
         JobRequest(
@@ -96,6 +111,7 @@ def keep_demand(factor: float = 1.5, seed: int | None = None) -> int:
     rng = random.Random(seed)
     people = _researchers()
     created = 0
+    maintain()
     for cluster in Cluster.objects.filter(backend=Cluster.Backend.SIMULATED):
         capacity = sum(n.gpus for n in cluster.nodes.all())
         demand = sum(Job.objects.active().filter(cluster=cluster).values_list("gpus", flat=True))
@@ -103,6 +119,45 @@ def keep_demand(factor: float = 1.5, seed: int | None = None) -> int:
             demand += _submit_one(rng, rng.choice(people), cluster)
             created += 1
     return created
+
+
+def _busy_nodes(cluster: Cluster) -> dict[str, list[Job]]:
+    running: dict[str, list[Job]] = {}
+    for job in Job.objects.filter(cluster=cluster, state=Job.State.RUNNING):
+        for name, _gpus in job.nodes or []:
+            running.setdefault(name, []).append(job)
+    return running
+
+
+def maintain(cluster_name: str = "jupiter", now: dt.datetime | None = None) -> str:
+    """The demo's maintenance crew, as an admin would act: put back a node the demo drained once
+    it has stood empty for a few minutes, and drain the busy node that will empty soonest when
+    no demo drain is under way. Returns what it did ("" for nothing)."""
+    now = now or timezone.now()
+    admin = get_user_model().objects.filter(username="admin").first()
+    cluster = Cluster.objects.filter(name=cluster_name).first()
+    if admin is None or cluster is None:
+        return ""
+    busy = _busy_nodes(cluster)
+    ours = list(cluster.nodes.filter(drained=True, drain_reason=DRAIN_REASON))
+    done = []
+    for node in ours:
+        if node.name not in busy and node.drain_requested_at <= now - REPAIR_AFTER:
+            set_node_drain(admin, node.pk, False)
+            done.append(f"{node.name} repaired")
+    latest = max((n.drain_requested_at for n in ours if n.drained), default=None)
+    spaced = latest is None or latest <= now - DRAIN_EVERY
+    if spaced and not any(node.name in busy for node in ours):
+        candidates = [
+            (max(j.protected_until or now for j in busy[n.name]), n.name, n)
+            for n in cluster.nodes.filter(drained=False, present=True)
+            if n.name in busy
+        ]
+        if candidates:
+            node = min(candidates, key=lambda c: c[:2])[2]
+            set_node_drain(admin, node.pk, True, DRAIN_REASON)
+            done.append(f"{node.name} draining")
+    return ", ".join(done)
 
 
 def seed() -> str:

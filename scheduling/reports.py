@@ -21,6 +21,12 @@ from scheduling.models import Cluster, Job, JobEvent, Node
 IDLE_AFTER = timedelta(hours=1)
 WAIT_WINDOW = timedelta(days=7)
 PREEMPTION_WINDOW = timedelta(hours=24)
+# How the engine words each cause of a preemption (scheduling/engine/passes.py).
+CAUSES = {
+    "after_protection": Q(message__startswith="Its protection had ended"),
+    "unfunded": Q(message__startswith="It ran unfunded"),
+    "drain": Q(message__contains="is draining for maintenance"),
+}
 # Job-size buckets for wait times: (label, smallest, largest GPU count).
 SIZE_BUCKETS = (
     ("1 GPU", 1, 1),
@@ -210,6 +216,15 @@ class ClusterOps:
     funded_gpus: int = 0
     unfunded_gpus: int = 0
     preemptions_24h: int = 0
+    # The same preemptions by cause, read from the engine's reason sentences (see CAUSES).
+    after_protection_24h: int = 0
+    unfunded_yields_24h: int = 0
+    drain_preemptions_24h: int = 0
+
+    @property
+    def drained_empty(self) -> int:
+        """Drains that have emptied their node: drained, ready for repair."""
+        return sum(1 for row in self.nodes if row.ready_for_repair)
 
     @property
     def total_gpus(self) -> int:
@@ -253,9 +268,16 @@ def operations_report(now: datetime | None = None) -> dict:
     preempted = (
         JobEvent.objects.filter(kind="preempted", at__gte=now - PREEMPTION_WINDOW)
         .values_list("job__cluster_id")
-        .annotate(n=Count("pk"))
+        .annotate(
+            n=Count("pk"),
+            **{cause: Count("pk", filter=q) for cause, q in CAUSES.items()},
+        )
         .order_by()
     )
-    for cluster_id, count in preempted:
-        clusters[cluster_id].preemptions_24h = count
+    for cluster_id, count, after_protection, unfunded, drain in preempted:
+        ops = clusters[cluster_id]
+        ops.preemptions_24h = count
+        ops.after_protection_24h = after_protection
+        ops.unfunded_yields_24h = unfunded
+        ops.drain_preemptions_24h = drain
     return {"clusters": list(clusters.values()), "waits": wait_percentiles(now), "now": now}

@@ -246,3 +246,24 @@ def test_operations_query_count_does_not_grow_with_jobs(
             client.get(reverse("operations"))
         counts.append(len(queries))
     assert counts == [OPERATIONS_PAGE_QUERIES, OPERATIONS_PAGE_QUERIES]
+
+
+def test_operations_counts_preemptions_by_cause_and_emptied_drains(
+    client, cluster_admin, cluster, busy
+):
+    now = timezone.now()
+    messages = [
+        "Its protection had ended and job 7 of nlp/olmo ranks above vision in the budget tree.",
+        "Its protection had ended and job 8 of nlp/olmo ranks above vision in the budget tree.",
+        "It ran unfunded and job 9 of nlp/tulu needed the GPUs.",
+        "Node jupiter-01 is draining for maintenance and this job's protection has ended.",
+    ]
+    for message in messages:
+        JobEvent.objects.create(job=busy["waiting"], at=now, kind="preempted", message=message)
+    Node.objects.filter(name="jupiter-01").update(drained=True, drain_reason="psu")
+    client.force_login(cluster_admin)
+    page = client.get(reverse("operations")).content.decode()
+    row = page[page.index(f'id="ops-causes-{cluster.pk}"') :]
+    row = row[: row.index("</tr>")]
+    cells = [c.split("<")[0] for c in row.split('<td class="num">')[1:]]
+    assert cells == ["2", "1", "1", "1"]  # after protection, unfunded, drain; nodes emptied
