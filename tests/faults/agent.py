@@ -214,22 +214,30 @@ def check(cluster_name: str, grace_s: float, charge_interval_s: float, final: bo
             return (now - moment).total_seconds()
         return now.timestamp() - float(moment)
 
-    # 1. nothing lost, nothing stuck in between
+    # 1. nothing lost, nothing stuck in between (and how long the longest gap is right now)
+    worst = 0.0
+
+    def between(seconds: float) -> float:
+        nonlocal worst
+        if seconds != math.inf:
+            worst = max(worst, seconds)
+        return seconds
+
     for job in jobs.values():
         tag = f"job {job.pk} ({job.state}, attempt {job.attempt_key or '-'})"
-        if job.state == Job.State.PREEMPTED and age(job.ended_at) > grace_s:
+        if job.state == Job.State.PREEMPTED and between(age(job.ended_at)) > grace_s:
             v.append(f"{tag}: preempted {age(job.ended_at):.1f} s ago and never requeued")
         if job.state != Job.State.RUNNING:
             continue
         remote = by_key.get(job.attempt_key)
-        if not job.dispatched and age(job.started_at) > grace_s:
+        if not job.dispatched and between(age(job.started_at)) > grace_s:
             v.append(f"{tag}: start committed {age(job.started_at):.1f} s ago, not dispatched")
-        if remote is None and age(job.started_at) > grace_s:
+        if remote is None and between(age(job.started_at)) > grace_s:
             v.append(f"{tag}: running in Allot for {age(job.started_at):.1f} s, unknown to backend")
         if (
             remote
             and remote["state"] not in ("running", "pending")
-            and age(remote["ended"]) > (grace_s)
+            and between(age(remote["ended"])) > grace_s
         ):
             v.append(
                 f"{tag}: the backend says {remote['state']} {age(remote['ended']):.1f} s ago, "
@@ -259,7 +267,7 @@ def check(cluster_name: str, grace_s: float, charge_interval_s: float, final: bo
             over = _runs(events[job.pk])
             n = int(rec["key"].rsplit("-", 1)[1])
             ended = over[n - 1]["end"] if n - 1 < len(over) else None
-            if age(ended) > grace_s:
+            if between(age(ended)) > grace_s:
                 v.append(
                     f"backend still runs {rec['key']} ({rec['external_id']}), over in Allot "
                     f"{age(ended):.1f} s ago (job {job.state})"
@@ -345,6 +353,7 @@ def check(cluster_name: str, grace_s: float, charge_interval_s: float, final: bo
             kind: JobEvent.objects.filter(job__cluster=cluster, kind=kind).count()
             for kind in ("running", "preempted", "requeued", "completed", "cancelled", "failed")
         },
+        "max_in_between_s": round(worst, 2),
         "open_liens": sum(1 for lien in liens.values() if lien.released_at is None),
         "budget_nodes": BudgetNode.objects.count(),
         "at": now.astimezone(UTC).isoformat(),
