@@ -52,7 +52,9 @@ def _finish(job_id: int, remote: RemoteJob) -> bool:
     now = timezone.now()
     if remote.ended_at is not None:  # charge to the real end, not to when we noticed it
         ended = datetime.fromtimestamp(remote.ended_at, tz=UTC)
-        now = max(min(now, ended), job.started_at or ended)
+        # Never before what is already charged: charging stops where the backend last said
+        # "running", and Slurm truncates end times to the second, so its 06 may mean 06.7.
+        now = max(min(now, ended), job.last_charged_at or job.started_at or ended)
     accounting.close_run(job, now)
     fault_point("reconcile.finish_charged")  # charged, not yet closed: must roll back
     ok = remote.state == RemoteState.COMPLETED
