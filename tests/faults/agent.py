@@ -158,15 +158,18 @@ def _remote_records(cluster: Cluster) -> tuple[list[dict], list[str]]:
 
     records = []
     for remote in backend_for(cluster)._jobs():  # squeue: every state, for MinJobAge
-        start = remote.extra.get("start_time") or 0
+        slurm_state = remote.extra.get("slurm_state") or ""
+        start, end = remote.extra.get("start_time") or 0, remote.extra.get("end_time") or 0
+        # A pending job's start_time is a forecast; one cancelled while pending never ran.
+        ran = slurm_state != "PENDING" and bool(start) and not (end and start >= end)
         records.append(
             {
                 "key": remote.attempt_key,
                 "job_id": remote.job_id,
                 "external_id": remote.external_id,
                 "state": str(remote.state),
-                "slurm_state": remote.extra.get("slurm_state"),
-                "started": float(start) if start else None,
+                "slurm_state": slurm_state,
+                "started": float(start) if ran else None,
                 "ended": remote.ended_at,
             }
         )

@@ -189,10 +189,10 @@ class Beat:
 class KillLoop(threading.Thread):
     """Keeps one worker dying at random moments while ``faults`` is set.
 
-    Each incarnation lives 2–7 s after it says it is ready. 70% of incarnations carry a fault
+    Each incarnation lives 3–8 s after it says it is ready. 70% of incarnations carry a fault
     point (the ones between commit and dispatch and mid-reconcile weighted up), where its pool
     child dies at random hits and is forked again by the master. Meanwhile the child is also
-    killed at random moments (every 2 s on average). At the end of its life the whole worker
+    killed at random moments (every second on average). At the end of its life the whole worker
     (master and child) is killed and a new one started, cold.
     """
 
@@ -231,9 +231,9 @@ class KillLoop(threading.Thread):
                 if self.worker.alive():
                     raise RuntimeError(f"worker {self.worker.index} did not start")
                 continue
-            end = time.monotonic() + self.rng.uniform(2.0, 7.0)
+            end = time.monotonic() + self.rng.uniform(3.0, 8.0)
             while self.faults.is_set():
-                wait = self.rng.expovariate(1 / 2.0)
+                wait = self.rng.expovariate(1 / 1.0)
                 if time.monotonic() + wait >= end:
                     time.sleep(max(0.0, end - time.monotonic()))
                     break
