@@ -19,7 +19,7 @@ from tests.faults.rounds import run_rounds
 
 pytestmark = [pytest.mark.faults, pytest.mark.slurm]
 ROUNDS = int(os.environ.get("ALLOT_FAULT_SLURM_ROUNDS", "3"))
-KILLS_PER_ROUND = int(os.environ.get("ALLOT_FAULT_SLURM_KILLS_PER_ROUND", "8"))
+KILLS_PER_ROUND = int(os.environ.get("ALLOT_FAULT_SLURM_KILLS_PER_ROUND", "6"))
 
 
 def _harness(*args: str) -> None:
