@@ -80,6 +80,11 @@ def run_rounds(
             "pool_child": system.counts["child"],
             "fault_points": dict(system.point_kills()),
         },
+        # Not an invariant (a task that fails is retried by the next tick), but worth watching.
+        deadlocks=sum(
+            log.read_text(errors="replace").count("OperationalError('deadlock detected")
+            for log in system.root.glob("worker*.log")
+        ),
         duration_s=round(time.monotonic() - began, 1),
         max_in_between_s=max(r["max_in_between_s"] for r in report["rounds"]) if rounds else 0,
         violations=violations,
