@@ -84,7 +84,9 @@ def hold_lien(node, job_ref, cost_gpu_seconds, *, require_funds=True, now=None) 
     cost = int(cost_gpu_seconds)
     if cost < 0:
         raise BudgetValidationError("cost_gpu_seconds", "A lien cannot be negative.")
-    node = BudgetNode.objects.select_for_update().get(pk=node.pk)
+    # NO KEY: usage rows being charged to this node (their foreign-key checks take KEY SHARE
+    # at commit) must not wait for a lien, or a pass and a charge deadlock.
+    node = BudgetNode.objects.select_for_update(no_key=True).get(pk=node.pk)
     lien = Lien.objects.select_for_update().filter(job_ref=job_ref).first()
     if lien is not None and lien.released_at is None:
         return lien

@@ -333,9 +333,10 @@ def check(cluster_name: str, grace_s: float, charge_interval_s: float, final: bo
                 v.append(f"job {job.pk} runs funded without an open lien")
 
     # 5. the loop keeps going
-    if age(cluster.last_pass_at) > grace_s:
+    # Twice the grace: one slow pass on a loaded machine is not a stalled loop.
+    if age(cluster.last_pass_at) > 2 * grace_s:
         v.append(f"no scheduling pass for {age(cluster.last_pass_at):.1f} s")
-    if age(cluster.last_sync_at) > grace_s:
+    if age(cluster.last_sync_at) > 2 * grace_s:
         v.append(f"no backend sync for {age(cluster.last_sync_at):.1f} s")
     if final:
         unfinished = [j.pk for j in jobs.values() if j.state not in Job.TERMINAL]
