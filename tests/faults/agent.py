@@ -195,6 +195,18 @@ def _cost(gpu_seconds: int, factor: Decimal) -> int:
 
 
 def check(cluster_name: str, grace_s: float, charge_interval_s: float, final: bool = False) -> dict:
+    """Every invariant, read from one snapshot of the database (REPEATABLE READ), so that a
+    charge committing between two of its queries cannot look like a ledger error."""
+    from django.db import connection, transaction
+
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        return _check(cluster_name, grace_s, charge_interval_s, final)
+
+
+def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: bool) -> dict:
     now = timezone.now()
     cluster = Cluster.objects.get(name=cluster_name)
     factor = GpuType.objects.get(name=cluster.gpu_type).cost_factor
