@@ -91,8 +91,12 @@ def hold_lien(node, job_ref, cost_gpu_seconds, *, require_funds=True, now=None) 
         raise BudgetValidationError("cost_gpu_seconds", "A lien cannot be negative.")
     # Lock the whole chain, top first (one order for every caller, so no deadlock): spending
     # counts against every ancestor, and two passes must not both spend its last hours.
+    # NO KEY: usage rows being charged to these nodes (their foreign-key checks take KEY SHARE
+    # at commit) must not wait for a lien, or a pass and a charge deadlock.
     chain = list(
-        BudgetNode.objects.select_for_update().filter(path__in=chain_paths(node)).order_by("path")
+        BudgetNode.objects.select_for_update(no_key=True)
+        .filter(path__in=chain_paths(node))
+        .order_by("path")
     )
     node = chain[-1]
     lien = Lien.objects.select_for_update().filter(job_ref=job_ref).first()

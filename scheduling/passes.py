@@ -1,6 +1,6 @@
 """One scheduling pass for one cluster: lock, snapshot, engine, apply, commit, then dispatch.
 
-The pass holds the cluster row (``SELECT ... FOR UPDATE SKIP LOCKED``) inside its own
+The pass holds the cluster row (``SELECT ... FOR NO KEY UPDATE SKIP LOCKED``) inside its own
 transaction: a second pass for the same cluster skips instead of waiting, and a worker that dies
 mid-pass (SIGKILL, a lost machine) releases the row with its connection, so the next pass runs at
 once. (A lock committed before the work, released in a ``finally``, outlived every killed worker
@@ -63,7 +63,9 @@ def run_pass(cluster_id: int) -> PassResult:
     with transaction.atomic():
         now = timezone.now()
         cluster = (
-            Cluster.objects.select_for_update(skip_locked=True)
+            # NO KEY: rows that merely reference the cluster (jobs, their foreign-key checks at
+            # commit) must not wait for the pass, or a sync and a pass deadlock.
+            Cluster.objects.select_for_update(skip_locked=True, no_key=True)
             .filter(Q(pass_lock_until__isnull=True) | Q(pass_lock_until__lt=now), pk=cluster_id)
             .first()
         )

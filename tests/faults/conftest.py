@@ -20,15 +20,15 @@ import pytest
 from tests.faults.harness import ROOT, Agent, Beat, KillLoop, Worker
 from tests.faults.services import Postgres, Redis
 
-ROUNDS = int(os.environ.get("ALLOT_FAULT_ROUNDS", "8"))
-KILLS_PER_ROUND = int(os.environ.get("ALLOT_FAULT_KILLS_PER_ROUND", "14"))
+ROUNDS = int(os.environ.get("ALLOT_FAULT_ROUNDS", "6"))
+KILLS_PER_ROUND = int(os.environ.get("ALLOT_FAULT_KILLS_PER_ROUND", "18"))
 WORKERS = int(os.environ.get("ALLOT_FAULT_WORKERS", "2"))
 SYNC_INTERVAL_S = 1
 CHARGE_INTERVAL_S = 2
 # How long anything may sit between two states once the workers are up again: a sync interval,
 # the queue a restarted worker finds, and a loaded CI machine.
-GRACE_S = float(os.environ.get("ALLOT_FAULT_GRACE_S", "6"))
-SETTLE_S = GRACE_S + 2
+GRACE_S = float(os.environ.get("ALLOT_FAULT_GRACE_S", "5"))
+SETTLE_S = GRACE_S + 1
 
 
 @dataclass

@@ -33,6 +33,15 @@ POINTS = [
     "pass.before_commit",
     "charge.job",
 ]
+# Between commit and dispatch, around the backend call and mid-reconcile: the ones that matter.
+WEIGHTED_POINTS = POINTS + [
+    "commit.before_enqueue",
+    "commit.before_enqueue",
+    "dispatch.after_submit",
+    "dispatch.after_submit",
+    "dispatch.before_submit",
+    "reconcile.job",
+]
 
 
 def children_of(pid: int) -> list[int]:
@@ -180,9 +189,11 @@ class Beat:
 class KillLoop(threading.Thread):
     """Keeps one worker dying at random moments while ``faults`` is set.
 
-    Each incarnation: 50% of the time a fault point (its child dies there at random hits); up to
-    two pool-child kills at random moments; then the whole worker is killed 0.3–3 s after it
-    said it was ready, and started again.
+    Each incarnation lives 3–8 s after it says it is ready. 70% of incarnations carry a fault
+    point (the ones between commit and dispatch and mid-reconcile weighted up), where its pool
+    child dies at random hits and is forked again by the master. Meanwhile the child is also
+    killed at random moments (every second on average). At the end of its life the whole worker
+    (master and child) is killed and a new one started, cold.
     """
 
     def __init__(self, worker: Worker, faults: threading.Event, stop: threading.Event, seed: int):
@@ -214,17 +225,19 @@ class KillLoop(threading.Thread):
             if self.worker.alive():  # the clean worker of the last settle dies at a random moment
                 time.sleep(self.rng.uniform(0, 1.5))
                 self.worker.kill_worker()
-            point = self.rng.choice(POINTS) if self.rng.random() < 0.5 else ""
-            self.worker.start(point, chance=self.rng.choice([0.2, 0.5, 1.0]))
+            point = self.rng.choice(WEIGHTED_POINTS) if self.rng.random() < 0.7 else ""
+            self.worker.start(point, chance=self.rng.choice([0.3, 0.6, 1.0]))
             if not self.worker.wait_ready():
                 if self.worker.alive():
                     raise RuntimeError(f"worker {self.worker.index} did not start")
-                continue  # died already: a fault point at startup work
-            life = self.rng.uniform(0.3, 3.0)
-            child_kills = sorted(self.rng.uniform(0, life) for _ in range(self.rng.randint(0, 2)))
-            began = time.monotonic()
-            for moment in child_kills:
-                time.sleep(max(0.0, began + moment - time.monotonic()))
+                continue
+            end = time.monotonic() + self.rng.uniform(3.0, 8.0)
+            while self.faults.is_set():
+                wait = self.rng.expovariate(1 / 1.0)
+                if time.monotonic() + wait >= end:
+                    time.sleep(max(0.0, end - time.monotonic()))
+                    break
+                time.sleep(wait)
                 self.worker.kill_child()
-            time.sleep(max(0.0, began + life - time.monotonic()))
-            self.worker.kill_worker()
+            if self.faults.is_set() or self.worker.point:
+                self.worker.kill_worker()

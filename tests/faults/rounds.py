@@ -28,16 +28,27 @@ def run_rounds(
     report: dict = {"rounds": [], "restarts": {name: 0 for name, _ in restarts}}
     violations: list[str] = []
     for number in range(rounds):
-        system.agent(
-            "submit", n=jobs_per_round, cluster=system.name, seed=seed * 1000 + number, sim=sim,
-            max_s=max_job_s,
-        )  # fmt: skip
+        submitted = 0
+
+        def more(n: int, number: int = number) -> None:
+            nonlocal submitted
+            system.agent(
+                "submit", n=n, cluster=system.name, seed=seed * 10_000 + number * 100 + submitted,
+                sim=sim, max_s=max_job_s,
+            )  # fmt: skip
+            submitted += n
+
+        more(jobs_per_round // 2)
         target = system.kills() + kills_per_round
         system.faults.set()
         cancelled = False
         deadline = time.monotonic() + 30 + 4 * kills_per_round
+        next_submit = time.monotonic() + 2
         while system.kills() < target:
             system.check_loops()
+            if submitted < jobs_per_round and time.monotonic() > next_submit:
+                more(2)  # work keeps arriving while workers die: starts, ends, preemptions
+                next_submit = time.monotonic() + 2
             if not cancelled and system.kills() >= target - kills_per_round // 2:
                 system.agent("cancel", k=rng.randint(0, 2), seed=seed * 1000 + number)
                 cancelled = True
@@ -69,7 +80,13 @@ def run_rounds(
             "pool_child": system.counts["child"],
             "fault_points": dict(system.point_kills()),
         },
+        # Not an invariant (a task that fails is retried by the next tick), but worth watching.
+        deadlocks=sum(
+            log.read_text(errors="replace").count("OperationalError('deadlock detected")
+            for log in system.root.glob("worker*.log")
+        ),
         duration_s=round(time.monotonic() - began, 1),
+        max_in_between_s=max(r["max_in_between_s"] for r in report["rounds"]) if rounds else 0,
         violations=violations,
     )
     (system.root / "report.json").write_text(json.dumps(report, indent=2))
@@ -83,5 +100,6 @@ def _brief(result: dict) -> dict:
         "attempts": result["attempts"],
         "events": result["events"],
         "charged_gpu_s": result["charged_gpu_s"],
+        "max_in_between_s": result["max_in_between_s"],
         "violations": len(result["violations"]),
     }
