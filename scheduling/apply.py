@@ -102,7 +102,7 @@ def _apply_start(job: Job, decision: m.Start, now: datetime) -> None:
 
 
 def _remember_displacements(
-    ctx: SnapshotContext, decisions: m.Decisions, now: datetime, unfunded: set[str]
+    ctx: SnapshotContext, decisions: m.Decisions, now: datetime, unfunded: frozenset = frozenset()
 ) -> None:
     """Persist this pass's preemptions for standing on the victims' timelines; the next
     snapshot reads them back (snapshot._displacements) so the displacer is not displaced

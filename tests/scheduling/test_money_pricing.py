@@ -28,10 +28,14 @@ def frozen():
 def mixed(db, tmp_path):
     """Three H100 nodes (all drained, so nothing lands there) and one B200 node: the cluster's
     most common type is H100."""
-    cluster = make_cluster(tmp_path, nodes=3, gpu_type="H100", factor="1.000")
+    cluster = make_cluster(
+        tmp_path, nodes=4, options={"gpu_types": "H100,H100,H100,B200"}, factor="1.000"
+    )
     GpuTypeFactory(name="B200", cost_factor="1.800")
-    Node.objects.filter(cluster=cluster).update(drained=True, drain_reason="busy elsewhere")
-    Node.objects.create(cluster=cluster, name="jupiter-03", gpus=8, gpu_type="B200")
+    Node.objects.filter(cluster=cluster).exclude(name="jupiter-03").update(
+        drained=True, drain_reason="busy elsewhere"
+    )
+    Node.objects.filter(name="jupiter-03").update(gpu_type="B200")
     return cluster
 
 
@@ -61,7 +65,8 @@ def test_a_job_on_a_b200_node_of_a_mostly_h100_cluster_is_charged_the_b200_price
 
 
 @pytest.mark.django_db
-def test_discovery_drains_the_nodes_of_an_unpriced_gpu_type_and_says_so(tmp_path, capsys):
+def test_discovery_drains_the_nodes_of_an_unpriced_gpu_type_and_says_so(tmp_path, capsys, settings):
+    settings.ALLOT_CLUSTER_FILES_DIR = str(tmp_path)
     args = ["register_cluster", "mars", "--backend", "simulated", "--option", "nodes=2"]
     args += ["--option", "gpu_type=X9000", "--option", f"state_dir={tmp_path}"]
     call_command(*args)

@@ -3,6 +3,7 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
+from budgets.models import GpuType
 from scheduling.models import Cluster, Node
 
 
@@ -85,6 +86,7 @@ def test_registering_in_the_admin_discovers_the_nodes_in_a_worker_not_the_web_pr
     monkeypatch.setattr(
         SimulatedBackend, "discover_nodes", lambda self: calls.append(1) or discover(self)
     )
+    GpuType.objects.get_or_create(name="B300", defaults={"cost_factor": "2.400"})  # priced
     options = f'{{"nodes": "2", "gpu_type": "B300", "state_dir": "{tmp_path}"}}'
     with django_capture_on_commit_callbacks(execute=False) as queued:
         response = admin_add(admin_client, options)

@@ -168,6 +168,8 @@ class Simulator:
         self.res.wasted = defaultdict(float)
         self.res.fragmentation = defaultdict(float)
         self.last_pass = -float("inf")
+        # who displaced whom, carried from pass to pass as the live loop keeps it on timelines
+        self.displacements: tuple = ()
         self.wakes: set[float] = set()  # pass-interval wake-ups already queued
         self.arrivals = 0  # submits and drain requests still to come
         self.last_holds: frozenset = frozenset()
@@ -265,6 +267,7 @@ class Simulator:
             (),
             self.policy,
             chain_balances=True,
+            displacements=self.displacements,
         )
 
     # ---- the loop ----------------------------------------------------------------------
@@ -457,6 +460,7 @@ class Simulator:
         holds = frozenset((h.job_id, h.nodes, h.start_s) for h in decisions.reservations)
         new_hold = not holds <= self.last_holds
         self.last_holds = holds
+        self.displacements = decisions.displacements
         if any(self.frag_now.values()):  # fundable work waits: when may standing let it in?
             self.standing.watch(t)
         else:
