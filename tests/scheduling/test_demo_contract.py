@@ -17,8 +17,9 @@ pytestmark = pytest.mark.django_db
 
 
 def test_the_demo_drains_a_busy_node_which_empties_after_protection_and_comes_back(
-    tmp_path, monkeypatch, run_pass
+    tmp_path, monkeypatch, run_pass, settings
 ):
+    settings.DEBUG = True  # as make demo runs it: seed_demo refuses to run without DEBUG
     monkeypatch.setenv("ALLOT_VAR_DIR", str(tmp_path))
     call_command("seed_demo")
     jupiter = Cluster.objects.get(name="jupiter")
