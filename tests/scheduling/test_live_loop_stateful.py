@@ -67,6 +67,14 @@ class LiveLoop(RuleBasedStateMachine):
         super().__init__()
         self.atomic = transaction.atomic()
         self.atomic.__enter__()  # every example rolls back: a fresh organisation each time
+        try:
+            self._organise()
+        except BaseException:  # no teardown follows a failed set-up: roll back here
+            transaction.set_rollback(True)
+            self.atomic.__exit__(None, None, None)
+            raise
+
+    def _organise(self):
         self.clock = time_machine.travel(T0, tick=False)
         self.traveller = self.clock.start()
         self.tmp = tempfile.mkdtemp(prefix="allot-stateful-")
@@ -342,7 +350,9 @@ class LiveLoop(RuleBasedStateMachine):
 
 @pytest.mark.stateful
 @pytest.mark.django_db
-def test_money_and_promises_hold_through_the_live_loop():
+def test_money_and_promises_hold_through_the_live_loop(request):
+    # the simulated clusters keep their state in temporary folders: allow them there
+    request.getfixturevalue("settings").ALLOT_CLUSTER_FILES_DIR = tempfile.gettempdir()
     run_state_machine_as_test(
         LiveLoop,
         settings=settings(
