@@ -2,7 +2,7 @@
 # Identities for Allot's test Slurm (called by slurm-up.sh; see docs/slurm.md, "Identity").
 #
 # 1. Unix accounts: the service account ALLOT_SERVICE_USER (allot) that Allot's worker would run
-#    as, and the researchers' accounts ALLOT_TEST_USERS (allot-alice allot-bob), members of the
+#    as, and the researchers' accounts ALLOT_TEST_USERS (allot-alice allot-bob allot-carol allot-dave), members of the
 #    group ALLOT_JOB_GROUP (allot-jobs). Jobs run as these, never as allot or root.
 # 2. The sudoers rule Allot submits through, in /etc/sudoers.d/allot: the service account may run
 #    sbatch, scancel and the job forms of scontrol as a member of allot-jobs, nothing else, with
@@ -17,7 +17,7 @@ STATE=${SLURM_STATE_DIR:-/var/lib/allot-slurm}
 SSH_PORT=${SSH_PORT:-2222}
 SERVICE_USER=${ALLOT_SERVICE_USER:-allot}
 JOB_GROUP=${ALLOT_JOB_GROUP:-allot-jobs}
-TEST_USERS=${ALLOT_TEST_USERS:-allot-alice allot-bob}
+TEST_USERS=${ALLOT_TEST_USERS:-allot-alice allot-bob allot-carol allot-dave}
 MARK="# written by Allot scripts/identity-up.sh"
 SUDOERS=/etc/sudoers.d/allot
 

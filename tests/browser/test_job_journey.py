@@ -107,7 +107,8 @@ def test_researcher_submits_waits_with_a_reason_runs_and_asks_why(
     page.locator("#job-status .position", has_text="#1 in queue").wait_for(timeout=15_000)
     reason = page.locator("#job-status .reason-code").inner_text()
     assert reason == "Resources"
-    assert "estimated start" in page.locator("#job-status").inner_text()
+    # Honest: nodes are held for it, and the blocker need not yield to it, so no time is guessed.
+    assert "no start time" in page.locator("#job-status").inner_text()
 
     page.goto(f"{live_server.url}/queue/jupiter/")
     pending_row = page.locator(f"#queue table.pending #job-{job.pk}")

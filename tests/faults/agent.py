@@ -49,6 +49,7 @@ def setup(backend: str, cluster: str, options: dict, cost_factor: str) -> dict:
     from django.contrib.auth import get_user_model
 
     from scheduling.discovery import register_cluster
+    from scheduling.models import PosixAccount
 
     GpuType.objects.update_or_create(name="H100", defaults={"cost_factor": Decimal(cost_factor)})
     root = budget_services.create_root(None, "Fault Lab", "org")
@@ -63,7 +64,13 @@ def setup(backend: str, cluster: str, options: dict, cost_factor: str) -> dict:
             user = get_user_model().objects.create_user(f"r-{child}", password="x")
             Role.objects.create(user=user, role=Role.Kind.RESEARCHER, node=leaf)
             users.append(user.username)
-    get_user_model().objects.create_user("r-free", password="x")
+    users.append(get_user_model().objects.create_user("r-free", password="x").username)
+    if backend != "simulated":  # jobs run as their owners: the harness's Unix accounts
+        accounts = ["allot-alice", "allot-bob", "allot-carol", "allot-dave"]
+        for username, account in zip(users, accounts, strict=True):
+            PosixAccount.objects.create(
+                user=get_user_model().objects.get(username=username), name=account
+            )
     report = register_cluster(cluster, backend, {**options, "gpu_type": "H100"})
     Cluster.objects.filter(pk=report.cluster.pk).update(gpu_type="H100")
     return {"cluster": report.cluster.pk, "nodes": [n.name for n in report.nodes]}

@@ -108,6 +108,7 @@ class FaultLab:
             CELERY_BROKER_URL=self.redis.url,
             ALLOT_CELERY_QUEUE=queue,
             ALLOT_VAR_DIR=str(self.root / db / "var"),
+            ALLOT_CLUSTER_FILES_DIR=str(self.root),  # the simulated cluster's state lives here
             ALLOT_PASS_INTERVAL_S="1",
             ALLOT_SYNC_INTERVAL_S=str(SYNC_INTERVAL_S),
             ALLOT_CHARGE_INTERVAL_S=str(CHARGE_INTERVAL_S),
