@@ -61,6 +61,7 @@ def launch_spec(job: Job) -> LaunchSpec:
         nodes=tuple(name for name, _ in job.nodes),
         gpus_per_node=per_node,
         command=job.command or "true",
+        env=dict(job.env or {}),
         sim_duration_s=remaining,
         posix_user=account.name if account else "",
         uid=account.uid if account else None,

@@ -11,7 +11,8 @@ from decimal import Decimal
 
 from django import forms
 
-from scheduling.errors import JobError
+from scheduling import job_env
+from scheduling.errors import JobError, JobValidationError
 from scheduling.models import Cluster, Job
 from scheduling.serializers import MAX_COMMAND
 from scheduling.services import JobRequest
@@ -42,6 +43,15 @@ class JobSubmitForm(forms.Form):
     command = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}), required=False, max_length=MAX_COMMAND
     )
+    env = forms.CharField(
+        label="Environment",
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "WANDB_PROJECT=olmo"}),
+        required=False,
+        strip=False,
+        max_length=job_env.MAX_VARS * (job_env.MAX_NAME + job_env.MAX_VALUE_BYTES + 2),
+        help_text="NAME=value, one per line: the variables the job sees. Nothing of Allot's "
+        "own environment reaches a job.",
+    )
     sim_duration_hours = forms.DecimalField(
         label="Simulated duration (hours)",
         required=False,
@@ -64,6 +74,12 @@ class JobSubmitForm(forms.Form):
             (c.name, f"{c.name} ({c.gpu_type}, {c.backend})") for c in clusters
         ]
 
+    def clean_env(self) -> dict[str, str]:
+        try:
+            return job_env.parse_lines(self.cleaned_data.get("env", ""))
+        except JobValidationError as exc:
+            raise forms.ValidationError(exc.message) from None
+
     def to_request(self) -> JobRequest:
         data = self.cleaned_data
         cluster = self.clusters[data["cluster"]]
@@ -78,6 +94,7 @@ class JobSubmitForm(forms.Form):
             resumable=data["resumable"],
             kind=data["kind"],
             command=data["command"],
+            env=data["env"],
             sim_duration_s=max(1, int(sim * 3600)) if sim is not None and simulated else None,
         )
 

@@ -143,6 +143,9 @@ class Job(models.Model):
     resumable = models.BooleanField(default=True)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.BATCH)
     command = models.TextField(blank=True)
+    # Variables the job declares (NAME → value, checked by scheduling.job_env): the job sees
+    # these besides the scheduler's own, never the worker's environment.
+    env = models.JSONField(default=dict, blank=True)
     sim_duration_s = models.PositiveIntegerField(null=True, blank=True)
     priority = models.CharField(max_length=8, default="normal")  # accepted, never an input
     held = models.BooleanField(default=False)

@@ -1,7 +1,9 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from scheduling import job_env
 from scheduling.access import can_see_command
+from scheduling.errors import JobValidationError
 from scheduling.models import Cluster, Job, Node
 
 MAX_COMMAND = 10_000  # the page's form and the API alike
@@ -27,6 +29,19 @@ class JobSubmitSerializer(serializers.Serializer):
     priority = serializers.ChoiceField(
         choices=["low", "normal", "high", "urgent"], default="normal"
     )
+    env = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        default=dict,
+        help_text="Variables the job sees, NAME: value (at most 64, values up to 4 KiB; names "
+        "starting ALLOT_, SLURM_, SBATCH_, SRUN_, SALLOC_, KUBERNETES_ and a few the platform "
+        "sets are refused). Nothing of Allot's own environment reaches a job.",
+    )
+
+    def validate_env(self, value):
+        try:
+            return job_env.check_env(value)
+        except JobValidationError as exc:
+            raise serializers.ValidationError(exc.message) from None
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -36,6 +51,7 @@ class JobSerializer(serializers.ModelSerializer):
     pending_reason = serializers.SerializerMethodField()
     nodes = serializers.SerializerMethodField()
     command = serializers.SerializerMethodField()
+    env = serializers.SerializerMethodField()
     protection_request = serializers.SerializerMethodField()
 
     class Meta:
@@ -51,6 +67,7 @@ class JobSerializer(serializers.ModelSerializer):
             "resumable",
             "kind",
             "command",
+            "env",
             "sim_duration_s",
             "priority",
             "state",
@@ -84,6 +101,20 @@ class JobSerializer(serializers.ModelSerializer):
         if request is None or not can_see_command(request.user, job):
             return None
         return job.command
+
+    @extend_schema_field(
+        serializers.DictField(
+            child=serializers.CharField(),
+            allow_null=True,
+            help_text="The job's declared variables; shown to whoever may see its command, "
+            "null for anyone else (values may be credentials).",
+        )
+    )
+    def get_env(self, job) -> dict | None:
+        request = self.context.get("request")
+        if request is None or not can_see_command(request.user, job):
+            return None
+        return dict(job.env or {})
 
     @extend_schema_field(serializers.CharField(allow_blank=True))
     def get_project(self, job) -> str:

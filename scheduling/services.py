@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from scheduling import identity
+from scheduling import identity, job_env
 from scheduling.errors import JobPermissionError, JobValidationError
 from scheduling.models import Cluster, Job, JobEvent, Node
 from scheduling.transitions import transition
@@ -32,6 +32,7 @@ class JobRequest:
     command: str = ""
     sim_duration_s: int | None = None
     priority: str = "normal"
+    env: dict[str, str] | None = None  # NAME → value the job sees (scheduling.job_env)
 
 
 def _project_for(user, path: str):
@@ -97,6 +98,7 @@ def validate_request(user, request: JobRequest) -> tuple[Cluster, object]:
         raise JobValidationError("priority", f"priority must be one of {', '.join(PRIORITIES)}")
     if request.sim_duration_s is not None and not 1 <= request.sim_duration_s <= MAX_SIM_DURATION_S:
         raise JobValidationError("sim_duration_s", "must be between 1 s and 90 days")
+    job_env.check_env(request.env)
     cluster = _cluster_for(request.cluster)
     identity.check_can_submit(user, cluster)
     project = _project_for(user, request.project)
@@ -120,6 +122,7 @@ def submit_job(user, request: JobRequest) -> Job:
         resumable=request.resumable,
         kind=request.kind,
         command=request.command,
+        env=job_env.check_env(request.env),
         sim_duration_s=request.sim_duration_s,
         priority=request.priority,
         submitted_at=now,

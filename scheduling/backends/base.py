@@ -49,6 +49,9 @@ class LaunchSpec:
     posix_user: str = ""
     uid: int | None = None
     gid: int | None = None
+    # What the job declares (scheduling.job_env, already checked): NAME → value, seen by the
+    # job besides the scheduler's own variables and never the worker's.
+    env: dict[str, str] = field(default_factory=dict, hash=False)
 
 
 class RemoteState(StrEnum):

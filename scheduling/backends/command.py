@@ -95,12 +95,19 @@ class CommandRunner:
         self.label = label
 
     def run(
-        self, args: Sequence[str], *, check: bool = True, timeout_s: float | None = None
+        self,
+        args: Sequence[str],
+        *,
+        check: bool = True,
+        timeout_s: float | None = None,
+        input: str | None = None,  # noqa: A002 - the name subprocess uses
     ) -> CommandResult:
         """Run ``args`` (through the prefix, quoted as one shell command line, if there is
         one). With ``check`` a non-zero exit raises; without it the caller reads the return
         code itself (e.g. ``scancel`` of an id that is gone). A timeout or an unreachable
-        server raises :class:`BackendUnavailable` either way."""
+        server raises :class:`BackendUnavailable` either way. ``input`` is written to the
+        command's standard input (sbatch's script; ssh and sudo pass it on); without it the
+        command reads nothing."""
         full = (*self.prefix, shlex.join(args)) if self.prefix else tuple(args)
         timeout = self.timeout_s if timeout_s is None else timeout_s
         started = time.monotonic()
@@ -110,7 +117,7 @@ class CommandRunner:
             # included), not just the first process.
             proc = subprocess.Popen(
                 full,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -124,7 +131,7 @@ class CommandRunner:
                 raise BackendError(f"{self.label}: {args[0]}: command line too long") from exc
             raise BackendUnavailable(f"{self.label}: cannot run {full[0]}: {exc}") from exc
         try:
-            stdout, stderr = proc.communicate(timeout=timeout)
+            stdout, stderr = proc.communicate(input=input, timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             raise BackendUnavailable(

@@ -40,6 +40,7 @@ from .command import CommandRunner
 from .slurm_parse import (  # noqa: F401 - the parsers are part of this module's API
     _ACTIVE,
     allot_state,
+    batch_script,
     exit_code_from_status,
     expand_hostlist,
     format_comment,
@@ -267,7 +268,8 @@ class SlurmBackend(Backend):
                 return self._release(held, spec)
         comment = self._comment(spec)
         args = sbatch_args(spec, comment, self.options)
-        result = self.runner.run(self._as(spec.posix_user, args))
+        script = batch_script(spec)  # on stdin: see batch_script for why not --wrap
+        result = self.runner.run(self._as(spec.posix_user, args), input=script)
         external_id = parse_sbatch_parsable(result.stdout)
         try:
             same = self._with_key(self._jobs(), spec.attempt_key)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from urllib.parse import quote, unquote
 
 from .base import BackendError, BackendUnavailable, LaunchSpec, NodeInfo, RemoteJob, RemoteState
@@ -406,8 +407,28 @@ def sbatch_args(spec: LaunchSpec, comment: str, options: dict[str, str]) -> list
             args.append(f"--{opt}={options[opt]}")
     if spec.time_limit_s:
         args.append(f"--time={slurm_duration(spec.time_limit_s)}")
-    args.append(f"--wrap={spec.command or 'true'}")
-    return args
+    return args  # the script comes on standard input: batch_script(spec)
+
+
+SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def batch_script(spec: LaunchSpec) -> str:
+    """The job's batch script, given to ``sbatch`` on standard input (not ``--wrap``, not
+    ``--export=NONE,NAME=value``): ``--export`` splits its list at commas, so a value holding
+    one cannot pass, and every argument is visible to all users of the submit host in ``ps``,
+    while a script is stored by slurmctld for the job's owner and operators alone. The job's
+    declared variables are exported at its top, each value quoted for ``sh`` with
+    :func:`shlex.quote` (names are checked shell names, scheduling.job_env). The ``:`` line
+    ends sbatch's reading of ``#SBATCH`` directives, so a command cannot add any (an
+    ``--array`` would run GPU work Allot never placed)."""
+    lines = ["#!/bin/sh", "# Written by Allot: sbatch reads no #SBATCH line past the next.", ":"]
+    for name, value in spec.env.items():
+        if not SHELL_NAME.match(name) or "\0" in value:  # checked at submission; never trusted
+            raise BackendError(f"slurm: job {spec.job_id}: env: {name[:80]!r} cannot be exported")
+        lines.append(f"export {name}={shlex.quote(value)}")
+    lines.append(spec.command or "true")
+    return "\n".join(lines) + "\n"
 
 
 # --- the backend --------------------------------------------------------------------------

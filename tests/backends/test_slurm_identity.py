@@ -183,3 +183,45 @@ def test_a_forged_tag_from_another_user_is_ignored_and_logged(slurm, shared_dir,
     finally:
         if forged:
             subprocess.run(["scancel", *forged], capture_output=True, timeout=30)
+
+
+DECLARED = {
+    "WANDB_PROJECT": "olmo",
+    "HF_HOME": "/scratch/alice/hf",
+    "TRICKY": 'a,b=c; it\'s "here" $(id) `id`\nsecond line',
+}
+
+
+def test_a_job_sees_what_it_declares_and_still_nothing_of_allots_environment(slurm, shared_dir):
+    """The job's own variables reach it exactly (commas, quotes, a newline, no expansion),
+    through sudo as its owner, next to Slurm's; the worker's never do."""
+    out = shared_dir / "report"
+    values = shared_dir / "values"
+    probe = "; ".join(f'printf "%s\\0" "${name}" >> {values}' for name in DECLARED)
+    spec = launch(command=f"{probe}; {report_command(out)}", posix_user=ALICE, env=DECLARED)
+    slurm.submit(spec)
+    text = job_output(out)
+    assert text.splitlines()[0] == ALICE
+    assert values.read_text().split("\0")[:-1] == list(DECLARED.values())
+    assert "SLURM_JOB_ID=" in text  # Slurm's own variables are still there
+    for leak in LEAKS:
+        assert f"{leak}=" not in text and f"\n{leak}" not in text, f"{leak} reached the job"
+    assert "hunter2" not in text and "do-not-leak" not in text and "secret-broker" not in text
+
+
+def test_a_command_cannot_turn_its_job_into_an_array_with_a_directive(slurm, shared_dir):
+    """sbatch reads #SBATCH lines from a script's top: a command that starts with one must not
+    make one Allot job into many Slurm jobs holding GPUs Allot never placed."""
+    out = shared_dir / "report"
+    command = f"#SBATCH --array=1-4\n{report_command(out)}; sleep 60"
+    remote = slurm.submit(launch(command=command, posix_user=ALICE))
+    job_output(out)  # it runs (and sleeps, so squeue still shows it)
+    lines = subprocess.run(
+        ["squeue", "-h", "-r", "-o", "%i %F %K", "-u", ALICE],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout.splitlines()
+    mine = [line for line in lines if line.split()[1] == remote.external_id]
+    assert mine == [f"{remote.external_id} {remote.external_id} N/A"], lines
+    slurm.cancel(remote.job_id, remote.external_id)

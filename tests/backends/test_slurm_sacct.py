@@ -41,7 +41,7 @@ class FakeRunner:
         }
         self.calls: list[tuple[str, ...]] = []
 
-    def run(self, args, *, check=True, timeout_s=None):
+    def run(self, args, *, check=True, timeout_s=None, input=None):
         self.calls.append(tuple(args))
         key = (
             args[0]
