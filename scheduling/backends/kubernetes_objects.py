@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from datetime import datetime
 
 from .base import BackendError, LaunchSpec, NodeInfo, RemoteJob, RemoteState
 
@@ -56,6 +57,23 @@ def pod_security(spec: LaunchSpec) -> dict:
             raise BackendError(f"kubernetes: job {spec.job_id} would run as root; refused")
         context.update(runAsUser=spec.uid, runAsGroup=spec.gid, fsGroup=spec.gid)
     return context
+
+
+def job_env(spec: LaunchSpec, count: int) -> list[dict]:
+    """The container's whole environment besides the image's: the job's shape, as Slurm gives
+    its jobs ``SLURM_JOB_NODELIST`` and ``SLURM_NNODES`` (the rank is the controller's
+    ``JOB_COMPLETION_INDEX``), then what the job declares. Nothing of Allot's bookkeeping —
+    job id and attempt key live in labels and annotations, which sync and adoption read — and
+    nothing of the worker's environment."""
+    env = [
+        {"name": "ALLOT_NODES", "value": ",".join(spec.nodes)},
+        {"name": "ALLOT_NUM_NODES", "value": str(count)},
+    ]
+    for name, value in spec.env.items():
+        if name.upper().startswith("ALLOT_"):  # refused at submission; never trusted here
+            raise BackendError(f"kubernetes: job {spec.job_id}: env: {name} is reserved")
+        env.append({"name": name, "value": value})
+    return env
 
 
 def job_manifest(
@@ -110,12 +128,7 @@ def job_manifest(
                 }
             ]
         }
-    env = [
-        {"name": "ALLOT_JOB_ID", "value": str(spec.job_id)},
-        {"name": "ALLOT_ATTEMPT", "value": spec.attempt_key},
-        {"name": "ALLOT_NODES", "value": ",".join(spec.nodes)},
-        {"name": "ALLOT_NUM_NODES", "value": str(count)},
-    ]
+    env = job_env(spec, count)
     job_spec: dict = {
         "suspend": True,
         "parallelism": count,
@@ -182,6 +195,36 @@ def _exit_code(pods: list[dict]) -> int | None:
     return nonzero[0] if nonzero else (codes[0] if codes else None)
 
 
+def _timestamp(text: str | None) -> float | None:
+    try:
+        return datetime.fromisoformat(text).timestamp() if text else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _pod_start(pod: dict) -> float | None:
+    """When the kubelet started the pod (``status.startTime``: it holds the node's GPUs from
+    then, as Slurm's StartTime is the allocation), else when its container started."""
+    status = pod.get("status") or {}
+    started = _timestamp(status.get("startTime"))
+    if started is not None:
+        return started
+    running = [
+        _timestamp(((cs.get("state") or {}).get("running") or {}).get("startedAt"))
+        for cs in status.get("containerStatuses") or []
+    ]
+    return max((t for t in running if t is not None), default=None)
+
+
+def started_at(job: dict, pods: list[dict]) -> float | None:
+    """When the attempt really started: once every pod it needs has started, the latest of
+    their starts (a multi-node job runs when its last rank does); None before that, or when
+    the pods are gone (a suspended Job), so nothing is claimed that the API does not show."""
+    wanted = int((job.get("spec") or {}).get("parallelism") or 1)
+    starts = [t for t in (_pod_start(p) for p in pods) if t is not None]
+    return max(starts) if starts and len(starts) >= wanted else None
+
+
 def remote_job(job: dict, pods: list[dict]) -> RemoteJob:
     """Map one Job and its pods to Allot's view.
 
@@ -223,6 +266,7 @@ def remote_job(job: dict, pods: list[dict]) -> RemoteJob:
         state=state,
         nodes=tuple(bound),
         exit_code=exit_code,
+        started_at=started_at(job, pods),
         extra=extra,
     )
 

@@ -12,6 +12,7 @@ suspending deletes them, and ``complete_job``/``fail_job`` finish a Job as the k
 
 Outages: ``outage = "503"`` answers every request with 503, ``"hang"`` never answers (the client
 times out), ``"drop"`` closes the connection without a response; ``stop()`` refuses connections.
+``kubelet_paused`` leaves bound pods unstarted (an image pull) until ``start_pods``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 QUANTITY = re.compile(
     r"^[+]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$"
 )
+ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 STANDARD_RESOURCES = {"cpu", "memory", "ephemeral-storage", "storage"}
 MERGE_PATCH = {"application/merge-patch+json", "application/strategic-merge-patch+json"}
 GPU = "nvidia.com/gpu"
@@ -221,6 +223,16 @@ def job_errors(job: dict) -> list[tuple[str, str]]:
         if not container.get("image"):
             causes.append((f"{path}.image", "Required value"))
         resource_errors(container.get("resources") or {}, f"{path}.resources", causes)
+        for j, var in enumerate(container.get("env") or []):
+            if not ENV_NAME.match(str(var.get("name") or "")):
+                causes.append(
+                    (
+                        f"{path}.env[{j}].name",
+                        f'Invalid value: "{var.get("name")}": a valid environment variable '
+                        "name must consist of alphabetic characters, digits, '_', '-', or '.', "
+                        "and must not start with a digit",
+                    )
+                )
     affinity_errors(pod.get("affinity") or {}, "spec.template.spec.affinity", causes)
     return causes
 
@@ -296,6 +308,7 @@ class FakeKubernetes:
         self.pods: dict[tuple[str, str], dict] = {}
         self.requests: list[dict] = []
         self.outage: str | None = None
+        self.kubelet_paused = False  # pods stay bound but unstarted until start_pods()
         self.lock = threading.RLock()
         self.release = threading.Event()
         self._rv = 0
@@ -545,25 +558,40 @@ class FakeKubernetes:
             ):
                 continue
             pod["spec"]["nodeName"] = name
-            pod["status"] = {
-                "phase": "Running",
-                "hostIP": "10.0.0.1",
-                "podIP": "10.1.0.1",
-                "startTime": now(),
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "containerStatuses": [
-                    {
-                        "name": c["name"],
-                        "image": c["image"],
-                        "imageID": "",
-                        "ready": True,
-                        "restartCount": 0,
-                        "state": {"running": {"startedAt": now()}},
-                    }
-                    for c in pod["spec"]["containers"]
-                ],
-            }
+            if self.kubelet_paused:  # bound, but the kubelet has not taken it up yet
+                pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+                return
+            self._run_pod(pod)
             return
+
+    def _run_pod(self, pod) -> None:
+        """What the kubelet reports once it has started a bound pod."""
+        pod["status"] = {
+            "phase": "Running",
+            "hostIP": "10.0.0.1",
+            "podIP": "10.1.0.1",
+            "startTime": now(),
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [
+                {
+                    "name": c["name"],
+                    "image": c["image"],
+                    "imageID": "",
+                    "ready": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": now()}},
+                }
+                for c in pod["spec"]["containers"]
+            ],
+        }
+
+    def start_pods(self, name: str, namespace: str = "allot-jobs") -> None:
+        """The kubelet (paused with ``kubelet_paused``) starts the bound pods of Job ``name``
+        now, as after a slow image pull."""
+        with self.lock:
+            for pod in self.pods_of(name, namespace):
+                if pod["spec"].get("nodeName") and not pod["status"].get("startTime"):
+                    self._run_pod(pod)
 
 
 # -- the HTTP half
