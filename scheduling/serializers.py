@@ -9,6 +9,14 @@ from scheduling.models import Cluster, Job, Node
 MAX_COMMAND = 10_000  # the page's form and the API alike
 
 
+@extend_schema_field(
+    {"type": "object", "additionalProperties": {"type": "string", "maxLength": 4096}}
+)
+class EnvField(serializers.JSONField):
+    """NAME → value, checked whole by scheduling.job_env, so every refusal (a NUL byte too)
+    is one message on ``env`` naming the variable."""
+
+
 class JobSubmitSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     project = serializers.CharField(
@@ -29,8 +37,7 @@ class JobSubmitSerializer(serializers.Serializer):
     priority = serializers.ChoiceField(
         choices=["low", "normal", "high", "urgent"], default="normal"
     )
-    env = serializers.DictField(
-        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+    env = EnvField(
         default=dict,
         help_text="Variables the job sees, NAME: value (at most 64, values up to 4 KiB; names "
         "starting ALLOT_, SLURM_, SBATCH_, SRUN_, SALLOC_, KUBERNETES_ and a few the platform "
