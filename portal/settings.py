@@ -225,6 +225,9 @@ if ALLOT_BUDGET_PERIOD not in {"month", "quarter"}:
 ALLOT_FAIRSHARE_WINDOW_DAYS = env_int("ALLOT_FAIRSHARE_WINDOW_DAYS", 7)
 ALLOT_MAX_MIN_RUNTIME_S = env_int("ALLOT_MAX_MIN_RUNTIME_S", 8 * 3600)
 ALLOT_REQUIRE_SERVICES = env_bool("ALLOT_REQUIRE_SERVICES", default=False)
+ALLOT_DISCOVERY_TIMEOUT_S = env_int(
+    "ALLOT_DISCOVERY_TIMEOUT_S", 120
+)  # admin's discovery, in a worker
 ALLOT_BASE_URL = env_str("ALLOT_BASE_URL", "http://127.0.0.1:8000")  # links in e-mails
 ALLOT_MAX_GRANT_GPU_HOURS = env_int("ALLOT_MAX_GRANT_GPU_HOURS", 100_000_000)
 # Exceptions workflow (see docs/exceptions.md)

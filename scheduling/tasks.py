@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
 
 from scheduling import discovery, reconcile
 from scheduling.accounting import charge_running_jobs
@@ -54,7 +55,10 @@ def mirror_drain(node_id: int) -> None:
         backend.undrain_node(node.name)
 
 
-DISCOVERY_TIMEOUT_S = 120
+# How long discovery asked for in the admin may take in a worker (ALLOT_DISCOVERY_TIMEOUT_S):
+# a hanging backend (an ssh that never answers, an API server that accepts and says nothing,
+# a backend option with a long timeout of its own) is cut off here, and the cluster says so.
+DISCOVERY_TIMEOUT_S = settings.ALLOT_DISCOVERY_TIMEOUT_S
 
 
 @shared_task(

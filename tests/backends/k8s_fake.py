@@ -633,6 +633,7 @@ class Handler(BaseHTTPRequestHandler):
                 "query": query,
                 "content_type": ctype,
                 "body": raw.decode() if raw else None,
+                "at": time.monotonic(),
             }
         )
         if fake.outage == "hang":
