@@ -13,8 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from budgets import services
 from budgets.models import AuditAction, AuditEntry, BudgetNode
 from tests.budgets.factories import UsageEntryFactory
-from tests.budgets.helpers import queries_to_get
-from tests.budgets.test_structure_api import snapshot
+from tests.budgets.helpers import queries_to_get, role_cases, snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -23,11 +22,6 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 # the burn-down (its own balances: usage, liens, nodes+grants; then usage per day); the nav's
 # unread-exceptions badge; the history.
 NODE_PAGE_QUERIES = 14
-
-
-@pytest.fixture
-def ablations(budget_tree):
-    return services.create_node(None, budget_tree.olmo, "Ablations", "ablations")
 
 
 def _url(node, action=""):
@@ -257,11 +251,7 @@ PAGE_MATRIX = {
     "other_manager": [404, 404, 404, 404, 404],
     "outsider": [404, 404, 404, 404, 404],
 }
-PAGE_CASES = [
-    (who, action, codes[i])
-    for who, codes in PAGE_MATRIX.items()
-    for i, action in enumerate(PAGE_ACTIONS)
-]
+PAGE_CASES = role_cases(PAGE_MATRIX, PAGE_ACTIONS)
 
 
 @pytest.mark.parametrize(("who", "action", "expected"), PAGE_CASES)
