@@ -59,23 +59,21 @@ class ExceptionViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
             _raise_for(exc)
         return Response(self._fresh(found.pk))
 
+    def _decide_with(self, request, pk, service, field):
+        """Approve or reject: the decision's ``field`` (comment or reason) goes to ``service``."""
+        form = DecisionSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        return self._decide(request, pk, service, **{field: form.validated_data[field]})
+
     @extend_schema(request=DecisionSerializer, responses=ExceptionSerializer)
     @action(detail=True, methods=["post"])
     def approve(self, request, pk=None):
-        form = DecisionSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        return self._decide(
-            request, pk, services.approve_exception, comment=form.validated_data["comment"]
-        )
+        return self._decide_with(request, pk, services.approve_exception, "comment")
 
     @extend_schema(request=DecisionSerializer, responses=ExceptionSerializer)
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
-        form = DecisionSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        return self._decide(
-            request, pk, services.reject_exception, reason=form.validated_data["reason"]
-        )
+        return self._decide_with(request, pk, services.reject_exception, "reason")
 
     @extend_schema(request=None, responses=ExceptionSerializer)
     @action(detail=True, methods=["post"])

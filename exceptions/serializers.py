@@ -5,52 +5,44 @@ from exceptions.models import ExceptionRequest, Kind
 from portal.parsing import MAX_DB_INT
 
 
+def _optional(field_class, help_text=None, **kwargs):
+    """A field one kind needs and the others leave out (absent or null)."""
+    return field_class(required=False, allow_null=True, help_text=help_text, **kwargs)
+
+
 class ExceptionCreateSerializer(serializers.Serializer):
     """The shape of a request; what each kind needs is checked by the service, which names the
     field at fault."""
 
     kind = serializers.ChoiceField(choices=Kind.values)
     justification = serializers.CharField(allow_blank=True, default="", max_length=4000)
-    job = serializers.IntegerField(
-        required=False,
-        allow_null=True,
+    job = _optional(
+        serializers.IntegerField,
+        "extended_protection: the job's id",
         min_value=1,
         max_value=MAX_DB_INT,
-        help_text="extended_protection: the job's id",
     )
-    hours = serializers.DecimalField(
+    hours = _optional(
+        serializers.DecimalField,
+        "extended_protection: protected hours from each start",
         max_digits=7,
         decimal_places=2,
-        required=False,
-        allow_null=True,
-        help_text="extended_protection: protected hours from each start",
     )
-    node = serializers.CharField(
-        required=False,
-        allow_null=True,
+    node = _optional(
+        serializers.CharField,
+        "budget_topup (or a reservation's project): id or path",
         allow_blank=True,
         max_length=500,
-        help_text="budget_topup (or a reservation's project): id or path",
     )
-    gpu_hours = serializers.DecimalField(
-        max_digits=14,
-        decimal_places=2,
-        required=False,
-        allow_null=True,
-        help_text="budget_topup: extra GPU-hours",
+    gpu_hours = _optional(
+        serializers.DecimalField, "budget_topup: extra GPU-hours", max_digits=14, decimal_places=2
     )
-    cluster = serializers.CharField(
-        required=False,
-        allow_null=True,
-        allow_blank=True,
-        max_length=64,
-        help_text="reservation: cluster name or id",
+    cluster = _optional(
+        serializers.CharField, "reservation: cluster name or id", allow_blank=True, max_length=64
     )
-    gpus = serializers.IntegerField(
-        required=False, allow_null=True, min_value=1, max_value=1_000_000
-    )
-    start = serializers.DateTimeField(required=False, allow_null=True)
-    end = serializers.DateTimeField(required=False, allow_null=True)
+    gpus = _optional(serializers.IntegerField, min_value=1, max_value=1_000_000)
+    start = _optional(serializers.DateTimeField)
+    end = _optional(serializers.DateTimeField)
 
 
 class DecisionSerializer(serializers.Serializer):

@@ -14,6 +14,7 @@ from datetime import datetime
 
 from exceptions.errors import InvalidTransition
 from exceptions.models import ExceptionEvent, ExceptionRequest, State
+from scheduling.transitions import set_state_if_unchanged
 
 ALLOWED: dict[str, frozenset[str]] = {
     State.SUBMITTED: frozenset({State.APPROVED, State.REJECTED, State.WITHDRAWN}),
@@ -49,18 +50,11 @@ def transition(
     current = request.state
     if not can_move(current, target):
         raise InvalidTransition(f"exception #{request.pk} is {current}; it cannot become {target}.")
-    updated = ExceptionRequest.objects.filter(pk=request.pk, state=current).update(
-        state=target, **fields
-    )
-    if updated != 1:
-        request.refresh_from_db(fields=["state"])
+    if not set_state_if_unchanged(request, target, **fields):
         raise InvalidTransition(
             f"exception #{request.pk} was just changed by someone else (it is now "
             f"{request.state}); reload to see it."
         )
-    request.state = target
-    for name, value in fields.items():
-        setattr(request, name, value)
     ExceptionEvent.objects.create(
         request=request,
         at=at,

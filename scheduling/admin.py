@@ -174,20 +174,7 @@ class JobAdmin(admin.ModelAdmin):
     list_filter = ("state", "cluster", "funded", "kind")
     search_fields = ("name", "owner__username", "project__slug_path")
     list_select_related = ("owner", "project", "cluster")
-    readonly_fields = (
-        "owner",
-        "project",
-        "cluster",
-        "gpus",
-        "min_runtime_s",
-        "resumable",
-        "kind",
-        "command",
-        "sim_duration_s",
-        "priority",
-        "held",
-        *JOB_STATE_FIELDS,
-    )
+    readonly_fields = (*Job.SUBMITTED_FIELDS, "held", *JOB_STATE_FIELDS)
     inlines = [JobEventInline]
     actions = [cancel_jobs]
 

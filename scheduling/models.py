@@ -129,6 +129,21 @@ class Job(models.Model):
         INTERACTIVE = "interactive"
 
     TERMINAL = (State.COMPLETED, State.FAILED, State.CANCELLED)
+    # What the submission chose, fixed once the job exists: read-only in the admin, echoed by
+    # the API.
+    SUBMITTED_FIELDS = (
+        "owner",
+        "project",
+        "cluster",
+        "gpus",
+        "min_runtime_s",
+        "resumable",
+        "kind",
+        "command",
+        "env",
+        "sim_duration_s",
+        "priority",
+    )
 
     name = models.CharField(max_length=200)
     owner = models.ForeignKey(

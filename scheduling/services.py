@@ -233,15 +233,9 @@ def apply_protection_exception(job_id: int, protected_s: int, source: str) -> Jo
     fields = {"max_protection_s": protected_s, "protection_source": source[:100]}
     if job.state == Job.State.RUNNING and job.started_at and job.funded:  # unfunded: never
         fields["protected_until"] = job.started_at + timedelta(seconds=protected_s)
-    Job.objects.filter(pk=job.pk).update(**fields)
-    JobEvent.objects.create(
-        job=job,
-        at=timezone.now(),
-        kind="protection",
-        message=f"protection extended to {protected_s / 3600:g} h by {source}",
+    return _change_protection(
+        job, fields, f"protection extended to {protected_s / 3600:g} h by {source}"
     )
-    job.refresh_from_db()
-    return job
 
 
 @transaction.atomic
@@ -255,13 +249,13 @@ def revoke_protection_exception(job_id: int, source: str) -> Job:
     if job.state == Job.State.RUNNING and job.started_at and job.funded:
         contract_end = job.started_at + timedelta(seconds=job.min_runtime_s)
         fields["protected_until"] = min(job.protected_until or contract_end, contract_end)
+    return _change_protection(job, fields, f"{source} ended; protection back to the job's contract")
+
+
+def _change_protection(job: Job, fields: dict, message: str) -> Job:
+    """Write the protection ``fields`` of a locked job and say so on its timeline."""
     Job.objects.filter(pk=job.pk).update(**fields)
-    JobEvent.objects.create(
-        job=job,
-        at=timezone.now(),
-        kind="protection",
-        message=f"{source} ended; protection back to the job's contract",
-    )
+    JobEvent.objects.create(job=job, at=timezone.now(), kind="protection", message=message)
     job.refresh_from_db()
     return job
 

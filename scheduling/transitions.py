@@ -28,6 +28,22 @@ class InvalidTransition(Exception):
         self.field = "state"
 
 
+def set_state_if_unchanged(row, target: str, **fields) -> bool:
+    """Move ``row`` to ``target`` and set ``fields`` with one conditional UPDATE (… WHERE
+    state = the state read), then mirror the change onto ``row``. False, with ``row.state``
+    re-read, when another transaction changed the state first. Used by every state machine
+    (jobs here, exception requests in ``exceptions.workflow``)."""
+    model = type(row)
+    updated = model.objects.filter(pk=row.pk, state=row.state).update(state=target, **fields)
+    if updated != 1:
+        row.refresh_from_db(fields=["state"])
+        return False
+    row.state = target
+    for name, value in fields.items():
+        setattr(row, name, value)
+    return True
+
+
 def transition(job: Job, target: str, at: datetime, message: str = "", **fields) -> Job:
     """Move ``job`` to ``target``, set ``fields`` and write one timeline event.
 
@@ -38,13 +54,8 @@ def transition(job: Job, target: str, at: datetime, message: str = "", **fields)
     if target not in ALLOWED[job.state]:
         raise InvalidTransition(job, target)
     previous = job.state
-    updated = Job.objects.filter(pk=job.pk, state=previous).update(state=target, **fields)
-    if updated != 1:
-        job.refresh_from_db(fields=["state"])
+    if not set_state_if_unchanged(job, target, **fields):
         raise InvalidTransition(job, target)
-    job.state = target
-    for name, value in fields.items():
-        setattr(job, name, value)
     JobEvent.objects.create(
         job=job,
         at=at,

@@ -40,56 +40,42 @@ def budget_tree(db):
     )
 
 
-def _person(username, role=None, node=None):
-    user = UserFactory(username=username, first_name=username.replace("_", " ").title())
-    if role:
-        RoleFactory(user=user, role=role, node=node)
-    return user
+# Who holds which role, on which node of budget_tree (None: no role, or a cluster-wide one).
+PEOPLE = {
+    "leader": (Role.Kind.LEADERSHIP, "root"),
+    "manager": (Role.Kind.PROGRAM_MANAGER, "nlp"),
+    "other_manager": (Role.Kind.PROGRAM_MANAGER, "vision"),
+    "project_lead": (Role.Kind.PROJECT_LEAD, "olmo"),
+    "researcher": (Role.Kind.RESEARCHER, "olmo"),
+    "outsider": (None, None),
+    "cluster_admin": (Role.Kind.CLUSTER_ADMIN, None),
+}
+
+
+def _persona(username):
+    """The fixture for one of PEOPLE: a user with that role on that node."""
+    role, where = PEOPLE[username]
+
+    @pytest.fixture(name=username)
+    def persona(budget_tree):
+        user = UserFactory(username=username, first_name=username.replace("_", " ").title())
+        if role:
+            RoleFactory(user=user, role=role, node=getattr(budget_tree, where) if where else None)
+        return user
+
+    return persona
+
+
+leader = _persona("leader")
+manager = _persona("manager")
+other_manager = _persona("other_manager")
+project_lead = _persona("project_lead")
+researcher = _persona("researcher")
+outsider = _persona("outsider")
+cluster_admin = _persona("cluster_admin")
 
 
 @pytest.fixture
-def leader(budget_tree):
-    return _person("leader", Role.Kind.LEADERSHIP, budget_tree.root)
-
-
-@pytest.fixture
-def manager(budget_tree):
-    return _person("manager", Role.Kind.PROGRAM_MANAGER, budget_tree.nlp)
-
-
-@pytest.fixture
-def other_manager(budget_tree):
-    return _person("other_manager", Role.Kind.PROGRAM_MANAGER, budget_tree.vision)
-
-
-@pytest.fixture
-def project_lead(budget_tree):
-    return _person("project_lead", Role.Kind.PROJECT_LEAD, budget_tree.olmo)
-
-
-@pytest.fixture
-def researcher(budget_tree):
-    return _person("researcher", Role.Kind.RESEARCHER, budget_tree.olmo)
-
-
-@pytest.fixture
-def outsider(budget_tree):
-    return _person("outsider")
-
-
-@pytest.fixture
-def cluster_admin(budget_tree):
-    return _person("cluster_admin", Role.Kind.CLUSTER_ADMIN)
-
-
-@pytest.fixture
-def personas(leader, manager, other_manager, project_lead, researcher, outsider, cluster_admin):
-    return {
-        "leader": leader,
-        "manager": manager,
-        "other_manager": other_manager,
-        "project_lead": project_lead,
-        "researcher": researcher,
-        "outsider": outsider,
-        "cluster_admin": cluster_admin,
-    }
+def personas(request):
+    """Every one of PEOPLE by username, created in that order."""
+    return {username: request.getfixturevalue(username) for username in PEOPLE}

@@ -11,12 +11,20 @@ from exceptions.errors import ExceptionError
 from exceptions.forms import ProtectionForm, ReservationForm, TopupForm
 from exceptions.models import Kind
 
+TITLES = {
+    Kind.EXTENDED_PROTECTION: "Request longer protection",
+    Kind.BUDGET_TOPUP: "Request a budget top-up",
+    Kind.RESERVATION: "Request a reservation",
+}
 
-def _file(request, form, kind, target, title, template_ctx, **fields):
+
+def _file(request, form, kind, target, **subject):
     """Validate the form, ask the service, and either go to the new request or show the form
-    again with the service's message beside its field."""
+    again with the service's message beside its field. ``subject`` names the object the
+    request is about (job, node or cluster): the page shows it, the service gets its id."""
     if request.method == "POST" and form.is_valid():
-        data = {k: v for k, v in form.cleaned_data.items() if v not in ("", None)} | fields
+        ids = {name: obj.pk for name, obj in subject.items()}
+        data = {k: v for k, v in form.cleaned_data.items() if v not in ("", None)} | ids
         try:
             created = services.request_exception(request.user, kind, **data)
         except ExceptionError as exc:
@@ -24,7 +32,7 @@ def _file(request, form, kind, target, title, template_ctx, **fields):
         else:
             messages.success(request, f"Exception #{created.pk} requested.")
             return redirect("exception-detail", created.pk)
-    context = {"form": form, "kind": kind, "target": target, "title": title, **template_ctx}
+    context = {"form": form, "kind": kind, "target": target, "title": TITLES[kind], **subject}
     return render(request, "exceptions/new.html", context, status=400 if form.errors else 200)
 
 
@@ -34,30 +42,14 @@ def new_protection(request, job_id):
 
     job = get_job_for_user(request.user, job_id, write=True)
     form = ProtectionForm(request.POST or None, initial={"hours": request.GET.get("hours", 12)})
-    return _file(
-        request,
-        form,
-        Kind.EXTENDED_PROTECTION,
-        f"job #{job.pk} {job.name}",
-        "Request longer protection",
-        {"job": job},
-        job=job.pk,
-    )
+    return _file(request, form, Kind.EXTENDED_PROTECTION, f"job #{job.pk} {job.name}", job=job)
 
 
 @login_required
 def new_topup(request, node_id):
     node = budget_access.get_node_for_user(request.user, node_id)
     form = TopupForm(request.POST or None)
-    return _file(
-        request,
-        form,
-        Kind.BUDGET_TOPUP,
-        node.label,
-        "Request a budget top-up",
-        {"node": node},
-        node=node.pk,
-    )
+    return _file(request, form, Kind.BUDGET_TOPUP, node.label, node=node)
 
 
 @login_required
@@ -67,15 +59,7 @@ def new_reservation(request, cluster):
     found = get_cluster(cluster)
     projects = budget_access.user_projects(request.user)
     form = ReservationForm(request.POST or None, projects=projects)
-    return _file(
-        request,
-        form,
-        Kind.RESERVATION,
-        f"cluster {found.name}",
-        "Request a reservation",
-        {"cluster": found},
-        cluster=found.pk,
-    )
+    return _file(request, form, Kind.RESERVATION, f"cluster {found.name}", cluster=found)
 
 
 @login_required

@@ -10,16 +10,6 @@ from budgets import access
 
 pytestmark = pytest.mark.django_db
 
-PERSONAS = [
-    "leader",
-    "manager",
-    "other_manager",
-    "project_lead",
-    "researcher",
-    "outsider",
-    "cluster_admin",
-]
-
 
 def _login(client, request, persona):
     user = request.getfixturevalue(persona)

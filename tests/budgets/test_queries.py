@@ -1,11 +1,10 @@
 """The tree page and the API list cost a fixed number of queries, whatever the tree's size."""
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
 from budgets import services
 from tests.budgets.factories import UsageEntryFactory
+from tests.budgets.helpers import queries_to_get
 
 pytestmark = pytest.mark.django_db
 
@@ -26,18 +25,12 @@ def _grow(budget_tree, leader, programs=3, projects=6):
             UsageEntryFactory(node=project, cost_gpu_seconds=3600)
 
 
-def _count(client, url):
-    with CaptureQueriesContext(connection) as captured:
-        assert client.get(url).status_code == 200
-    return len(captured)
-
-
 @pytest.mark.parametrize("url", ["/budgets/", "/api/v1/budgets/"])
 def test_queries_do_not_grow_with_the_number_of_nodes(client, leader, budget_tree, url):
     client.force_login(leader)
-    small = _count(client, url)
+    small = queries_to_get(client, url)
     _grow(budget_tree, leader)
-    assert _count(client, url) == small
+    assert queries_to_get(client, url) == small
 
 
 def test_the_tree_page_query_count_is_pinned(

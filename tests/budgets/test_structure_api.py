@@ -7,28 +7,12 @@ trail exactly as they were.
 import pytest
 
 from budgets import services
-from budgets.models import AuditAction, AuditEntry, BudgetNode, Grant
+from budgets.models import AuditAction, AuditEntry, BudgetNode
+from tests.budgets.helpers import role_cases, snapshot
 
 pytestmark = pytest.mark.django_db
 
 API = "/api/v1/budgets/"
-
-
-def snapshot():
-    """Everything a structure action could change: nodes, grants and the audit trail."""
-    nodes = BudgetNode.objects.order_by("pk").values_list(
-        "pk", "name", "slug", "slug_path", "path", "weight", "archived"
-    )
-    grants = Grant.objects.order_by("pk").values_list(
-        "node", "period_start", "gpu_hours", "version"
-    )
-    return list(nodes), list(grants), AuditEntry.objects.count()
-
-
-@pytest.fixture
-def ablations(budget_tree):
-    """An empty project under olmo: no grant, so it can be archived or moved anywhere."""
-    return services.create_node(None, budget_tree.olmo, "Ablations", "ablations")
 
 
 def _post(client, url, body):
@@ -64,9 +48,7 @@ MATRIX = {
     "other_manager": [404, 404, 404, 404, 404],
     "outsider": [404, 404, 404, 404, 404],
 }
-CASES = [
-    (who, action, codes[i]) for who, codes in MATRIX.items() for i, action in enumerate(ACTIONS)
-]
+CASES = role_cases(MATRIX, ACTIONS)
 
 
 @pytest.mark.parametrize(("who", "action", "expected"), CASES)

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from budgets import services
 from budgets.models import AuditAction, AuditEntry, BudgetNode
 from tests.budgets.factories import UsageEntryFactory
-from tests.budgets.test_structure_api import snapshot
+from tests.budgets.helpers import queries_to_get, role_cases, snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -22,11 +22,6 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 # the burn-down (its own balances: usage, liens, nodes+grants; then usage per day); the nav's
 # unread-exceptions badge; the history.
 NODE_PAGE_QUERIES = 14
-
-
-@pytest.fixture
-def ablations(budget_tree):
-    return services.create_node(None, budget_tree.olmo, "Ablations", "ablations")
 
 
 def _url(node, action=""):
@@ -256,11 +251,7 @@ PAGE_MATRIX = {
     "other_manager": [404, 404, 404, 404, 404],
     "outsider": [404, 404, 404, 404, 404],
 }
-PAGE_CASES = [
-    (who, action, codes[i])
-    for who, codes in PAGE_MATRIX.items()
-    for i, action in enumerate(PAGE_ACTIONS)
-]
+PAGE_CASES = role_cases(PAGE_MATRIX, PAGE_ACTIONS)
 
 
 @pytest.mark.parametrize(("who", "action", "expected"), PAGE_CASES)
@@ -332,12 +323,6 @@ def _add_children(parent, count):
         UsageEntryFactory(node=child, cost_gpu_seconds=360)
 
 
-def _count(client, url):
-    with CaptureQueriesContext(connection) as captured:
-        assert client.get(url).status_code == 200
-    return len(captured)
-
-
 def test_the_node_page_query_count_is_pinned(
     client, leader, budget_tree, django_assert_num_queries
 ):
@@ -349,11 +334,11 @@ def test_the_node_page_query_count_is_pinned(
 def test_the_node_page_queries_do_not_grow_with_its_children(client, leader, budget_tree):
     client.force_login(leader)
     services.set_grant(None, budget_tree.root, 100_000)
-    small = _count(client, _url(budget_tree.nlp))
+    small = queries_to_get(client, _url(budget_tree.nlp))
     _add_children(budget_tree.nlp, 25)
     html = client.get(_url(budget_tree.nlp)).content.decode()
     assert len(re.findall(r'id="child-\d+"', html)) == 27
-    assert _count(client, _url(budget_tree.nlp)) == small == NODE_PAGE_QUERIES
+    assert queries_to_get(client, _url(budget_tree.nlp)) == small == NODE_PAGE_QUERIES
 
 
 def test_a_refused_form_costs_no_more_queries_with_more_children(client, leader, budget_tree):

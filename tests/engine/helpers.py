@@ -80,3 +80,11 @@ def started(decisions):
 
 def preempted(decisions):
     return {p.job_id: p for p in decisions.preemptions}
+
+
+def assert_no_protected_job_preempted(snapshot, decisions):
+    """Every victim of ``decisions`` was unfunded or past its protection in ``snapshot``."""
+    by_id = {r.id: r for r in snapshot.running}
+    for p in decisions.preemptions:
+        victim = by_id[p.job_id]
+        assert not victim.funded or snapshot.now_s >= victim.protected_until_s

@@ -22,6 +22,7 @@ from scheduling.engine.state import PassState
 from scheduling.engine.tree import FairTree
 
 from .driver import HAS_MEMORY, Driver
+from .helpers import assert_no_protected_job_preempted
 
 NOW = 50_000.0
 RICH = 1e12
@@ -201,11 +202,7 @@ def test_if_a_legal_preemption_lets_the_best_startable_job_start_a_job_as_good_s
 @SETTINGS
 @given(small_snapshots())
 def test_no_protected_job_is_preempted(snap):
-    d = schedule(snap)
-    by_id = {r.id: r for r in snap.running}
-    for p in d.preemptions:
-        r = by_id[p.job_id]
-        assert not r.funded or snap.now_s >= r.protected_until_s
+    assert_no_protected_job_preempted(snap, schedule(snap))
 
 
 @SETTINGS

@@ -11,6 +11,8 @@ from scheduling.engine import schedule
 from scheduling.engine.model import BudgetNode, Node, PendingJob, Policy, RunningJob, Snapshot
 from scheduling.engine.tree import FairTree
 
+from .helpers import assert_no_protected_job_preempted
+
 NOW = 50_000.0
 PROJECTS = ["a/x", "a/y", "b/z", "c", ""]
 CODES = {
@@ -153,11 +155,7 @@ def test_no_gpu_is_double_booked_and_nothing_lands_on_a_drained_node(snap):
 @FAST
 @given(snapshots())
 def test_no_protected_job_is_ever_preempted(snap):
-    d = schedule(snap)
-    by_id = {r.id: r for r in snap.running}
-    for p in d.preemptions:
-        victim = by_id[p.job_id]
-        assert not victim.funded or snap.now_s >= victim.protected_until_s
+    assert_no_protected_job_preempted(snap, schedule(snap))
 
 
 @FAST
