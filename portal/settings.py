@@ -137,7 +137,11 @@ SPECTACULAR_SETTINGS = {
 # --- Accounts and input safety (issue 11: throttling, tokens, passwords, limits) -------------
 INSTALLED_APPS += ["knox", "axes", "drf_spectacular_sidecar"]
 # axes last: it must see the request after authentication (docs: "AxesMiddleware last").
-MIDDLEWARE += ["portal.middleware.refuse_nul_bytes", "axes.middleware.AxesMiddleware"]
+MIDDLEWARE += [
+    "portal.middleware.LockedDatabaseIs503",  # SQLite demo only; see the class
+    "portal.middleware.refuse_nul_bytes",
+    "axes.middleware.AxesMiddleware",
+]
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # refuses a locked-out username/address first
     "django.contrib.auth.backends.ModelBackend",
