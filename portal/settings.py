@@ -83,6 +83,9 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Django's SQLite backend, with a process's writers queueing for the write lock in turn
+    # instead of racing SQLite's busy handler (see portal/sqlite/base.py).
+    DATABASES["default"]["ENGINE"] = "portal.sqlite"
     # Several processes (web, worker, beat) share the demo database: wait for locks.
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 20,
