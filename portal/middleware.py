@@ -1,8 +1,14 @@
 """Refuse NUL bytes at the door: PostgreSQL cannot store them, and some views read raw
-``request.POST``. One check for every page and endpoint, naming the field at fault."""
+``request.POST``. One check for every page and endpoint, naming the field at fault. And answer
+a locked SQLite database with 503, not 500."""
 
-from django.http import HttpResponseBadRequest, JsonResponse
+import logging
+
+from django.db import OperationalError
+from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.http.multipartparser import MultiPartParserError
+
+log = logging.getLogger(__name__)
 
 
 def _field_with_nul(request) -> str | None:
@@ -36,3 +42,36 @@ def refuse_nul_bytes(get_response):
         return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
 
     return middleware
+
+
+RETRY_AFTER_S = 5
+
+
+def _database_locked(exc: Exception) -> bool:
+    """SQLite's "database is locked": its single writer was busy past the busy timeout."""
+    return isinstance(exc, OperationalError) and "database is locked" in str(exc)
+
+
+class LockedDatabaseIs503:
+    """A backstop for the SQLite demo: a request that waited out the busy timeout for SQLite's
+    one write lock answers 503 with Retry-After (the client may simply retry), never a 500.
+    The request's own atomic blocks rolled back as the error left them, so nothing was half
+    written. Any other database error still is a 500. PostgreSQL never raises this."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exc):
+        if not _database_locked(exc):
+            return None
+        log.warning("%s %s: database is locked; answered 503", request.method, request.path)
+        message = "The database is busy; retry in a few seconds."
+        if request.path.startswith("/api/"):
+            response = JsonResponse({"message": message, "field": None}, status=503)
+        else:
+            response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = str(RETRY_AFTER_S)
+        return response

@@ -83,6 +83,9 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Django's SQLite backend, with a process's writers queueing for the write lock in turn
+    # instead of racing SQLite's busy handler (see portal/sqlite/base.py).
+    DATABASES["default"]["ENGINE"] = "portal.sqlite"
     # Several processes (web, worker, beat) share the demo database: wait for locks.
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 20,
@@ -137,7 +140,11 @@ SPECTACULAR_SETTINGS = {
 # --- Accounts and input safety (issue 11: throttling, tokens, passwords, limits) -------------
 INSTALLED_APPS += ["knox", "axes", "drf_spectacular_sidecar"]
 # axes last: it must see the request after authentication (docs: "AxesMiddleware last").
-MIDDLEWARE += ["portal.middleware.refuse_nul_bytes", "axes.middleware.AxesMiddleware"]
+MIDDLEWARE += [
+    "portal.middleware.LockedDatabaseIs503",  # SQLite demo only; see the class
+    "portal.middleware.refuse_nul_bytes",
+    "axes.middleware.AxesMiddleware",
+]
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # refuses a locked-out username/address first
     "django.contrib.auth.backends.ModelBackend",

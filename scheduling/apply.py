@@ -9,6 +9,8 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 
+from django.db import connection
+
 from scheduling import accounting, dispatch
 from scheduling.engine import model as m
 from scheduling.models import Job, JobEvent, Node
@@ -149,6 +151,29 @@ def _explanation_json(info: m.Explanation, job: Job) -> dict:
     }
 
 
+def _update_rows(rows: list[Job], fields: list[str]) -> None:
+    """Write ``fields`` of each row: one parametrised UPDATE, sent once with every row's values
+    (executemany). ``bulk_update`` builds a CASE WHEN per row and field in Python, about 1 ms a
+    row, paid while the pass holds its lock: on SQLite, the database's only write lock, which
+    every job submission waits for (a few hundred waiting jobs kept it ~0.3 s a pass)."""
+    if not rows:
+        return
+    quote = connection.ops.quote_name
+    columns = [Job._meta.get_field(name) for name in fields]
+    sql = "UPDATE {} SET {} WHERE {} = %s".format(
+        quote(Job._meta.db_table),
+        ", ".join(f"{quote(column.column)} = %s" for column in columns),
+        quote(Job._meta.pk.column),
+    )
+    values = [
+        [column.get_db_prep_save(getattr(row, column.attname), connection) for column in columns]
+        + [row.pk]
+        for row in rows
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, values)
+
+
 def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime, cluster) -> dict:
     """Write one pass's decisions. Returns counts for the pass log."""
     jobs = ctx.jobs
@@ -180,14 +205,10 @@ def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime,
             job.queue_position,
             job.estimated_start,
         ):
-            continue  # bulk_update is costly per row: write only what changed
+            continue  # write only what changed
         job.pending_code, job.pending_message, job.queue_position, job.estimated_start = values
         waiting.append(job)
-    Job.objects.bulk_update(
-        waiting,
-        ["pending_code", "pending_message", "queue_position", "estimated_start"],
-        batch_size=500,
-    )
+    _update_rows(waiting, ["pending_code", "pending_message", "queue_position", "estimated_start"])
 
     explained = []
     for job_id, info in decisions.explanations.items():
@@ -198,7 +219,7 @@ def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime,
         if explanation != job.explanation:
             job.explanation = explanation
             explained.append(job)
-    Job.objects.bulk_update(explained, ["explanation"], batch_size=500)
+    _update_rows(explained, ["explanation"])
 
     drained = []
     for node in Node.objects.filter(cluster=cluster, drained=True):
