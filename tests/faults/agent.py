@@ -18,6 +18,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import time
 import traceback
@@ -41,6 +42,7 @@ from scheduling.services import JobRequest, cancel_job, submit_job  # noqa: E402
 
 PROJECTS = ["nlp/olmo", "nlp/tulu", "vision/seg", ""]  # "" is unfunded work
 LOST = "the cluster no longer knows this attempt"
+ATTEMPT_KEY = re.compile(r"(?P<job>[1-9][0-9]*)-(?P<n>[1-9][0-9]*)-[0-9a-f]{16}")
 END_KINDS = {"preempted", "completed", "failed", "cancelled"}
 
 
@@ -197,6 +199,24 @@ def _runs(events: list[JobEvent]) -> list[dict]:
     return runs
 
 
+def _issued_attempt(job: Job | None, key: str) -> int | None:
+    """The attempt number Allot gave ``key``, or None if Allot never issued it.
+
+    Keys are ``<job>-<attempt>-<16 hex>`` (scheduling/apply.py). Allot keeps only the current
+    attempt's key, so that one must match exactly; an earlier attempt's key must name this job
+    and an attempt number it has used, with a well-formed random part."""
+    if job is None:
+        return None
+    if key == job.attempt_key:
+        return job.attempt
+    match = ATTEMPT_KEY.fullmatch(key)
+    if match is None or int(match["job"]) != job.pk:
+        return None
+    n = int(match["n"])
+    # the current attempt's key is known: any other key with its number was never issued
+    return n if 1 <= n < job.attempt else None
+
+
 def _cost(gpu_seconds: int, factor: Decimal) -> int:
     return int((Decimal(gpu_seconds) * factor).to_integral_value(ROUND_HALF_UP))
 
@@ -272,22 +292,21 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
     # 2. nothing launched twice
     running_per_job = defaultdict(list)
     started_per_key = defaultdict(list)
+    keys_per_attempt = defaultdict(set)
     for rec in records:
         job = jobs.get(rec["job_id"])
         if rec["state"] == "running":
             running_per_job[rec["job_id"]].append(rec["key"])
         if rec.get("started"):
             started_per_key[rec["key"]].append(rec["external_id"])
-        issued = job is not None and any(
-            f"{job.pk}-{n}" == rec["key"] for n in range(1, job.attempt + 1)
-        )
-        if not issued:
+        n = _issued_attempt(job, rec["key"])
+        if n is None:
             v.append(f"backend attempt {rec['key']} ({rec['external_id']}) was never started")
             continue
+        keys_per_attempt[(job.pk, n)].add(rec["key"])
         current = job.state == Job.State.RUNNING and job.attempt_key == rec["key"]
         if rec["state"] == "running" and not current:
             over = _runs(events[job.pk])
-            n = int(rec["key"].rsplit("-", 1)[1])
             ended = over[n - 1]["end"] if n - 1 < len(over) else None
             if between(age(ended)) > grace_s:
                 v.append(
@@ -300,6 +319,11 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
     for key, ids in started_per_key.items():
         if len(ids) > 1:
             v.append(f"attempt {key} launched {len(ids)} times on the backend: {ids}")
+    for (job_id, n), keys in keys_per_attempt.items():
+        if len(keys) > 1:
+            v.append(
+                f"job {job_id} attempt {n} has {len(keys)} keys on the backend: {sorted(keys)}"
+            )
 
     # 3. the ledger equals funded occupancy x cost, to the second
     charged_total = expected_total = 0
