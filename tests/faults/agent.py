@@ -23,8 +23,8 @@ import sys
 import time
 import traceback
 from collections import defaultdict
-from datetime import UTC, datetime
-from decimal import ROUND_HALF_UP, Decimal
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
@@ -39,10 +39,12 @@ from budgets import services as budget_services  # noqa: E402
 from budgets.models import BudgetNode, GpuType, Lien, Role, UsageEntry  # noqa: E402
 from scheduling.models import Cluster, Job, JobEvent, Node  # noqa: E402
 from scheduling.services import JobRequest, cancel_job, submit_job  # noqa: E402
+from tests.faults import ledger_check  # noqa: E402
 
 PROJECTS = ["nlp/olmo", "nlp/tulu", "vision/seg", ""]  # "" is unfunded work
 LOST = "the cluster no longer knows this attempt"
 ATTEMPT_KEY = re.compile(r"(?P<job>[1-9][0-9]*)-(?P<n>[1-9][0-9]*)-[0-9a-f]{16}")
+SECOND = timedelta(seconds=1)
 END_KINDS = {"preempted", "completed", "failed", "cancelled"}
 
 
@@ -159,6 +161,7 @@ def _remote_records(cluster: Cluster) -> tuple[list[dict], list[str]]:
                     "external_id": rec["external_id"],
                     "state": "running" if running else rec["state"],
                     "started": rec["started_wall"],
+                    "backend_start": rec["started_wall"],  # what the backend reports to Allot
                     "ended": ended,
                 }
             )
@@ -179,6 +182,7 @@ def _remote_records(cluster: Cluster) -> tuple[list[dict], list[str]]:
                 "state": str(remote.state),
                 "slurm_state": slurm_state,
                 "started": float(start) if ran else None,
+                "backend_start": remote.started_at,
                 "ended": remote.ended_at,
             }
         )
@@ -217,8 +221,27 @@ def _issued_attempt(job: Job | None, key: str) -> int | None:
     return n if 1 <= n < job.attempt else None
 
 
-def _cost(gpu_seconds: int, factor: Decimal) -> int:
-    return int((Decimal(gpu_seconds) * factor).to_integral_value(ROUND_HALF_UP))
+def _run_starts(
+    job: Job, n: int, runs: int, run: dict, end: datetime, backend_start: dict
+) -> tuple[list[datetime], str]:
+    """Where run ``n`` may be charged from: its pass's start, or the backend's start of that
+    attempt when it came a second or more later (what confirm_start accepts). The last run's
+    is known exactly: ``started_at``, which must be one of those."""
+    decided = run["start"]
+    starts = [decided]
+    real = backend_start.get((job.pk, n))
+    if real is not None and real - decided >= SECOND and real <= end:
+        starts.append(real)
+    if n != runs or job.started_at is None:
+        return starts, ""
+    if job.started_at in starts:
+        return [job.started_at], ""
+    if real is None and job.started_at - decided >= SECOND:  # the backend forgot the attempt
+        return [job.started_at], ""
+    return starts, (
+        f"started_at {job.started_at:%H:%M:%S.%f} is neither the pass's start "
+        f"{decided:%H:%M:%S.%f} nor the backend's {real and f'{real:%H:%M:%S.%f}'}"
+    )
 
 
 def check(cluster_name: str, grace_s: float, charge_interval_s: float, final: bool = False) -> dict:
@@ -293,6 +316,7 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
     running_per_job = defaultdict(list)
     started_per_key = defaultdict(list)
     keys_per_attempt = defaultdict(set)
+    backend_start: dict[tuple[int, int], datetime] = {}
     for rec in records:
         job = jobs.get(rec["job_id"])
         if rec["state"] == "running":
@@ -304,6 +328,8 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
             v.append(f"backend attempt {rec['key']} ({rec['external_id']}) was never started")
             continue
         keys_per_attempt[(job.pk, n)].add(rec["key"])
+        if rec["backend_start"] is not None:
+            backend_start[(job.pk, n)] = datetime.fromtimestamp(rec["backend_start"], tz=UTC)
         current = job.state == Job.State.RUNNING and job.attempt_key == rec["key"]
         if rec["state"] == "running" and not current:
             over = _runs(events[job.pk])
@@ -329,10 +355,8 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
     charged_total = expected_total = 0
     for job in jobs.values():
         runs = _runs(events[job.pk])
-        entries = usage.get(job.pk, [])
-        for entry in entries:
-            if entry.cost_gpu_seconds != _cost(entry.gpu_seconds, factor):
-                v.append(f"job {job.pk}: entry {entry.pk} costs {entry.cost_gpu_seconds}")
+        charges, problems = ledger_check.net_charges(usage.get(job.pk, []), factor)
+        v += [f"job {job.pk}: {p}" for p in problems]
         claimed = set()
         for index, run in enumerate(runs):
             end = run["end"]
@@ -343,24 +367,22 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
                 end = job.last_charged_at
                 if run["funded"] and age(end) > charge_interval_s + grace_s:
                     v.append(f"job {job.pk}: not charged for {age(end):.1f} s while running")
-            mine = [e for e in entries if run["start"] <= e.interval_start < (end or now)]
-            claimed.update(e.pk for e in mine)
-            seconds = sum(e.gpu_seconds for e in mine)
-            expected = job.gpus * int((end - run["start"]).total_seconds()) if run["funded"] else 0
+            starts, problem = _run_starts(job, index + 1, len(runs), run, end, backend_start)
+            if problem:
+                v.append(f"job {job.pk} run {index + 1}: {problem}")
+            mine = [c for c in charges if run["start"] <= c.start < (run["end"] or now)]
+            claimed.update(c.pk for c in mine)
+            start, seconds, expected, problems = ledger_check.check_run(
+                mine, starts, end, job.gpus, run["funded"]
+            )
             charged_total += seconds
             expected_total += expected
-            if seconds != expected:
-                v.append(
-                    f"job {job.pk} run {index + 1} ({'funded' if run['funded'] else 'unfunded'}, "
-                    f"{job.gpus} GPUs, {run['start']:%H:%M:%S.%f}..{end:%H:%M:%S.%f}): charged "
-                    f"{seconds} GPU-s, occupancy is {expected}"
-                )
-            cursor = run["start"]
-            for e in mine:  # contiguous: no second twice, none skipped
-                if e.interval_start != cursor:
-                    v.append(f"job {job.pk}: ledger gap/overlap at {e.interval_start}")
-                cursor = e.interval_end
-        stray = [e.pk for e in entries if e.pk not in claimed]
+            v += [
+                f"job {job.pk} run {index + 1} ({'funded' if run['funded'] else 'unfunded'}, "
+                f"{job.gpus} GPUs, {start:%H:%M:%S.%f}..{end:%H:%M:%S.%f}): {p}"
+                for p in problems
+            ]
+        stray = [c.pk for c in charges if c.pk not in claimed]
         if stray:
             v.append(f"job {job.pk}: {len(stray)} ledger entries outside any run")
 
