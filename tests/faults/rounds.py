@@ -29,6 +29,7 @@ def run_rounds(
     violations: list[str] = []
     for number in range(rounds):
         submitted = 0
+        lap = Laps()
 
         def more(n: int, number: int = number) -> None:
             nonlocal submitted
@@ -54,17 +55,23 @@ def run_rounds(
                 cancelled = True
             assert time.monotonic() < deadline, f"round {number}: kills too slow ({system.counts})"
             time.sleep(0.2)
+        lap("kills")
         name, restart = restarts[number % len(restarts)]
         restart()
         report["restarts"][name] += 1
+        lap("restart")
         system.quiesce()
+        lap("settle")
         result = system.check()
+        lap("check")
         report["rounds"].append(
-            {"round": number, "kills": system.kills(), "restart": name, **_brief(result)}
-        )
+            {"round": number, "kills": system.kills(), "restart": name, "seconds": lap.seconds,
+             **_brief(result)}
+        )  # fmt: skip
         violations += [f"round {number}: {v}" for v in result["violations"]]
 
     # the end: no more faults or submissions; everything must finish, then the strict check
+    drain = time.monotonic()
     system.quiesce()
     deadline = time.monotonic() + drain_timeout_s
     while system.agent("unfinished", cluster_name=system.name)["n"] and time.monotonic() < deadline:
@@ -86,12 +93,26 @@ def run_rounds(
             for log in system.root.glob("worker*.log")
         ),
         duration_s=round(time.monotonic() - began, 1),
+        drain_s=round(time.monotonic() - drain, 1),
         max_in_between_s=max(r["max_in_between_s"] for r in report["rounds"]) if rounds else 0,
         violations=violations,
     )
     (system.root / "report.json").write_text(json.dumps(report, indent=2))
     print(json.dumps({k: v for k, v in report.items() if k != "rounds"}, indent=2))
     return report
+
+
+class Laps:
+    """How long each phase of a round took (where the suite's time goes)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.mark = time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = round(now - self.mark, 1)
+        self.mark = now
 
 
 def _brief(result: dict) -> dict:
