@@ -18,12 +18,11 @@ import json
 import math
 import os
 import random
-import re
 import sys
 import time
 import traceback
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
@@ -40,12 +39,10 @@ from budgets.models import BudgetNode, GpuType, Lien, Role, UsageEntry  # noqa: 
 from scheduling.models import Cluster, Job, JobEvent, Node  # noqa: E402
 from scheduling.services import JobRequest, cancel_job, submit_job  # noqa: E402
 from tests.faults import ledger_check  # noqa: E402
+from tests.faults.attempts import issued_attempt, remote_records, run_starts, runs_of  # noqa: E402
 
 PROJECTS = ["nlp/olmo", "nlp/tulu", "vision/seg", ""]  # "" is unfunded work
 LOST = "the cluster no longer knows this attempt"
-ATTEMPT_KEY = re.compile(r"(?P<job>[1-9][0-9]*)-(?P<n>[1-9][0-9]*)-[0-9a-f]{16}")
-SECOND = timedelta(seconds=1)
-END_KINDS = {"preempted", "completed", "failed", "cancelled"}
 
 
 # -- setup ----------------------------------------------------------------------------------------
@@ -130,120 +127,7 @@ def cancel(k: int, seed: int) -> dict:
     return {"cancelled": done, "errors": failed}
 
 
-# -- the backend's view ---------------------------------------------------------------------------
-def _remote_records(cluster: Cluster) -> tuple[list[dict], list[str]]:
-    """Every attempt the backend knows: [{key, job_id, external_id, state, ended, started}]."""
-    problems = []
-    if cluster.backend == "simulated":
-        from scheduling.backends.simulated import SimulatedBackend
-
-        backend = SimulatedBackend(cluster.name, cluster.options)
-        state = json.loads(backend.path.read_text()) if backend.path.exists() else {"jobs": {}}
-        jobs = state.get("jobs", {})
-        # Records are keyed by attempt key and numbered by launch: if every launch got its own
-        # number and no record was replaced, launches == records.
-        launches = state.get("next_id", 1) - 1
-        if launches != len(jobs):
-            problems.append(f"simulated backend: {launches} launches but {len(jobs)} attempts")
-        now = time.time()
-        records = []
-        for key, rec in jobs.items():
-            ended = rec.get("ended_wall")
-            running = rec["state"] == "running"
-            if running and rec.get("duration_s") is not None:  # finished, not yet noticed
-                end = rec["started_wall"] + rec["duration_s"] / float(backend.speed)
-                if end <= now:
-                    running, ended = False, end
-            records.append(
-                {
-                    "key": key,
-                    "job_id": rec["job_id"],
-                    "external_id": rec["external_id"],
-                    "state": "running" if running else rec["state"],
-                    "started": rec["started_wall"],
-                    "backend_start": rec["started_wall"],  # what the backend reports to Allot
-                    "ended": ended,
-                }
-            )
-        return records, problems
-    from scheduling.dispatch import backend_for
-
-    records = []
-    for remote in backend_for(cluster)._jobs():  # squeue: every state, for MinJobAge
-        slurm_state = remote.extra.get("slurm_state") or ""
-        start, end = remote.extra.get("start_time") or 0, remote.extra.get("end_time") or 0
-        # A pending job's start_time is a forecast; one cancelled while pending never ran.
-        ran = slurm_state != "PENDING" and bool(start) and not (end and start >= end)
-        records.append(
-            {
-                "key": remote.attempt_key,
-                "job_id": remote.job_id,
-                "external_id": remote.external_id,
-                "state": str(remote.state),
-                "slurm_state": slurm_state,
-                "started": float(start) if ran else None,
-                "backend_start": remote.started_at,
-                "ended": remote.ended_at,
-            }
-        )
-    return records, problems
-
-
 # -- the invariants -------------------------------------------------------------------------------
-def _runs(events: list[JobEvent]) -> list[dict]:
-    """A job's runs from its timeline: start (the 'running' event) to the event that ended it."""
-    runs, current = [], None
-    for event in events:
-        if event.kind == "running":
-            current = {"start": event.at, "end": None, "funded": "(funded by" in event.message}
-            runs.append(current)
-        elif event.kind in END_KINDS and current is not None:
-            current["end"] = event.at
-            current = None
-    return runs
-
-
-def _issued_attempt(job: Job | None, key: str) -> int | None:
-    """The attempt number Allot gave ``key``, or None if Allot never issued it.
-
-    Keys are ``<job>-<attempt>-<16 hex>`` (scheduling/apply.py). Allot keeps only the current
-    attempt's key, so that one must match exactly; an earlier attempt's key must name this job
-    and an attempt number it has used, with a well-formed random part."""
-    if job is None:
-        return None
-    if key == job.attempt_key:
-        return job.attempt
-    match = ATTEMPT_KEY.fullmatch(key)
-    if match is None or int(match["job"]) != job.pk:
-        return None
-    n = int(match["n"])
-    # the current attempt's key is known: any other key with its number was never issued
-    return n if 1 <= n < job.attempt else None
-
-
-def _run_starts(
-    job: Job, n: int, runs: int, run: dict, end: datetime, backend_start: dict
-) -> tuple[list[datetime], str]:
-    """Where run ``n`` may be charged from: its pass's start, or the backend's start of that
-    attempt when it came a second or more later (what confirm_start accepts). The last run's
-    is known exactly: ``started_at``, which must be one of those."""
-    decided = run["start"]
-    starts = [decided]
-    real = backend_start.get((job.pk, n))
-    if real is not None and real - decided >= SECOND and real <= end:
-        starts.append(real)
-    if n != runs or job.started_at is None:
-        return starts, ""
-    if job.started_at in starts:
-        return [job.started_at], ""
-    if real is None and job.started_at - decided >= SECOND:  # the backend forgot the attempt
-        return [job.started_at], ""
-    return starts, (
-        f"started_at {job.started_at:%H:%M:%S.%f} is neither the pass's start "
-        f"{decided:%H:%M:%S.%f} nor the backend's {real and f'{real:%H:%M:%S.%f}'}"
-    )
-
-
 def check(cluster_name: str, grace_s: float, charge_interval_s: float, final: bool = False) -> dict:
     """Every invariant, read from one snapshot of the database (REPEATABLE READ), so that a
     charge committing between two of its queries cannot look like a ledger error."""
@@ -268,7 +152,7 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
     for entry in UsageEntry.objects.filter(job_ref__in=list(jobs)).order_by("interval_start"):
         usage[entry.job_ref].append(entry)
     liens = {lien.job_ref: lien for lien in Lien.objects.filter(job_ref__in=list(jobs))}
-    records, problems = _remote_records(cluster)
+    records, problems = remote_records(cluster)
     by_key = {r["key"]: r for r in records}
     v: list[str] = list(problems)
 
@@ -323,7 +207,7 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
             running_per_job[rec["job_id"]].append(rec["key"])
         if rec.get("started"):
             started_per_key[rec["key"]].append(rec["external_id"])
-        n = _issued_attempt(job, rec["key"])
+        n = issued_attempt(job, rec["key"])
         if n is None:
             v.append(f"backend attempt {rec['key']} ({rec['external_id']}) was never started")
             continue
@@ -332,7 +216,7 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
             backend_start[(job.pk, n)] = datetime.fromtimestamp(rec["backend_start"], tz=UTC)
         current = job.state == Job.State.RUNNING and job.attempt_key == rec["key"]
         if rec["state"] == "running" and not current:
-            over = _runs(events[job.pk])
+            over = runs_of(events[job.pk])
             ended = over[n - 1]["end"] if n - 1 < len(over) else None
             if between(age(ended)) > grace_s:
                 v.append(
@@ -354,7 +238,7 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
     # 3. the ledger equals funded occupancy x cost, to the second
     charged_total = expected_total = 0
     for job in jobs.values():
-        runs = _runs(events[job.pk])
+        runs = runs_of(events[job.pk])
         charges, problems = ledger_check.net_charges(usage.get(job.pk, []), factor)
         v += [f"job {job.pk}: {p}" for p in problems]
         claimed = set()
@@ -367,7 +251,7 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
                 end = job.last_charged_at
                 if run["funded"] and age(end) > charge_interval_s + grace_s:
                     v.append(f"job {job.pk}: not charged for {age(end):.1f} s while running")
-            starts, problem = _run_starts(job, index + 1, len(runs), run, end, backend_start)
+            starts, problem = run_starts(job, index + 1, len(runs), run, end, backend_start)
             if problem:
                 v.append(f"job {job.pk} run {index + 1}: {problem}")
             mine = [c for c in charges if run["start"] <= c.start < (run["end"] or now)]

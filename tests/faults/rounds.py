@@ -60,9 +60,9 @@ def run_rounds(
         restart()
         report["restarts"][name] += 1
         lap("restart")
-        system.quiesce()
-        lap("settle")
-        result = system.check()
+        off = system.quiesce()
+        lap("workers_back")
+        result = system.settled_check(off)
         lap("check")
         report["rounds"].append(
             {"round": number, "kills": system.kills(), "restart": name, "seconds": lap.seconds,
@@ -72,12 +72,12 @@ def run_rounds(
 
     # the end: no more faults or submissions; everything must finish, then the strict check
     drain = time.monotonic()
-    system.quiesce()
+    off = system.quiesce()
     deadline = time.monotonic() + drain_timeout_s
     while system.agent("unfinished", cluster_name=system.name)["n"] and time.monotonic() < deadline:
-        time.sleep(1)
+        time.sleep(0.5)
     time.sleep(2)
-    final = system.check(final=True)
+    final = system.settled_check(off, final=True)
     violations += [f"final: {v}" for v in final["violations"]]
     report.update(
         final=_brief(final),
