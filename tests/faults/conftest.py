@@ -83,10 +83,13 @@ class System:
         """
         back = time.monotonic()
         time.sleep(max(0.0, off + GRACE_S + 1 - back))
+        repaired: list[str] = []  # found by an earlier look, gone by the last one
         while True:
             result = self.check(final)
             if final or not result["violations"] or time.monotonic() >= back + SETTLE_S:
+                result["repaired_while_settling"] = sorted(set(repaired))
                 return result
+            repaired += result["violations"]
             time.sleep(0.5)
 
     def check(self, final: bool = False) -> dict:

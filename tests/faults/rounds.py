@@ -27,6 +27,7 @@ def run_rounds(
     began = time.monotonic()
     report: dict = {"rounds": [], "restarts": {name: 0 for name, _ in restarts}}
     violations: list[str] = []
+    repaired: list[str] = []  # seen right after the workers came back, repaired within SETTLE_S
     for number in range(rounds):
         submitted = 0
         lap = Laps()
@@ -69,6 +70,7 @@ def run_rounds(
              **_brief(result)}
         )  # fmt: skip
         violations += [f"round {number}: {v}" for v in result["violations"]]
+        repaired += [f"round {number}: {v}" for v in result["repaired_while_settling"]]
 
     # the end: no more faults or submissions; everything must finish, then the strict check
     drain = time.monotonic()
@@ -96,6 +98,7 @@ def run_rounds(
         drain_s=round(time.monotonic() - drain, 1),
         max_in_between_s=max(r["max_in_between_s"] for r in report["rounds"]) if rounds else 0,
         violations=violations,
+        repaired_while_settling=repaired,
     )
     (system.root / "report.json").write_text(json.dumps(report, indent=2))
     print(json.dumps({k: v for k, v in report.items() if k != "rounds"}, indent=2))
