@@ -43,6 +43,7 @@ from tests.faults.attempts import issued_attempt, remote_records, run_starts, ru
 
 PROJECTS = ["nlp/olmo", "nlp/tulu", "vision/seg", ""]  # "" is unfunded work
 LOST = "the cluster no longer knows this attempt"
+OUTSIDE = "stopped outside Allot"  # scheduling/reconcile.py: the backend says cancelled/preempted
 
 
 # -- setup ----------------------------------------------------------------------------------------
@@ -195,6 +196,11 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
     lost = JobEvent.objects.filter(job__cluster=cluster, message=LOST).count()
     if lost:
         v.append(f"{lost} attempts taken for lost although the backend never lost one")
+    # Nothing outside Allot stops a job here: such an end is a misread backend, and the job
+    # that ran was requeued for nothing.
+    outside = JobEvent.objects.filter(job__cluster=cluster, message__startswith=OUTSIDE)
+    for event in outside:
+        v.append(f"job {event.job_id}: {event.message} at {event.at:%H:%M:%S.%f}, nobody did")
 
     # 2. nothing launched twice
     running_per_job = defaultdict(list)
