@@ -124,6 +124,7 @@ def _brief(result: dict) -> dict:
         "attempts": result["attempts"],
         "events": result["events"],
         "charged_gpu_s": result["charged_gpu_s"],
+        "occupancy_gpu_s": result["expected_gpu_s"],
         "max_in_between_s": result["max_in_between_s"],
         "violations": len(result["violations"]),
     }
