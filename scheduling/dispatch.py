@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from portal.faults import fault_point
@@ -24,6 +24,7 @@ from scheduling.backends.base import (
 from scheduling.models import Cluster, Job, Node
 
 log = logging.getLogger(__name__)
+DISPATCH_LOCK = 0x616C6C6F  # "allo": the advisory-lock namespace of dispatch, keyed by job id
 
 
 def backend_for(cluster: Cluster) -> Backend:
@@ -70,7 +71,27 @@ def launch_spec(job: Job) -> LaunchSpec:
 
 
 def start_on_backend(job_id: int, attempt_key: str) -> bool:
-    """Launch one committed start. Idempotent: returns False if it no longer applies."""
+    """Launch one committed start. Idempotent: returns False if it no longer applies.
+
+    One dispatcher per job at a time: the pass's dispatch task and reconcile's redispatch of
+    the same start can run at once, and on Slurm both would ``sbatch`` before either sees the
+    other's job; if the caller of the second then died before cancelling its copy, the attempt
+    ran twice. The second waits, then finds the first's job by its attempt key."""
+    with transaction.atomic():
+        _lock_dispatch(job_id)
+        return _start_on_backend(job_id, attempt_key)
+
+
+def _lock_dispatch(job_id: int) -> None:
+    """A transaction-level advisory lock on PostgreSQL: released at commit or rollback, and when
+    a killed worker's connection drops; two jobs sharing a key only wait for each other. (The
+    demo's SQLite has none; its simulated backend launches a key once under a file lock.)"""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [DISPATCH_LOCK, job_id % 2**31])
+
+
+def _start_on_backend(job_id: int, attempt_key: str) -> bool:
     job = Job.objects.select_related("cluster", "owner", "project").get(pk=job_id)
     if job.state != Job.State.RUNNING or job.attempt_key != attempt_key:
         return False
@@ -134,16 +155,18 @@ def stop_on_backend(job_id: int, attempt_key: str, cancel: bool = False) -> None
     tries the stop again."""
     job = Job.objects.select_related("cluster").get(pk=job_id)
     backend = backend_for(job.cluster)
-    if job.external_id or job.attempt_key == attempt_key:
+    if job.attempt_key == attempt_key:
         external = job.external_id or _find_external(backend, attempt_key)
-        if external:
-            try:
-                (backend.cancel if cancel else backend.preempt)(job.pk, external)
-            except BackendUnavailable:
-                raise  # nothing was decided: the task retries with backoff
-            except BackendError as exc:
-                note_error(job.pk, "cancelling" if cancel else "preempting", exc)
-                return
+    else:  # a late stop (a redelivered task): the job's external id is a newer attempt's
+        external = _find_external(backend, attempt_key)
+    if external:
+        try:
+            (backend.cancel if cancel else backend.preempt)(job.pk, external)
+        except BackendUnavailable:
+            raise  # nothing was decided: the task retries with backoff
+        except BackendError as exc:
+            note_error(job.pk, "cancelling" if cancel else "preempting", exc)
+            return
     fault_point("stop.after_backend")  # stopped on the backend, not yet requeued
     if job.state == Job.State.PREEMPTED and job.attempt_key == attempt_key:
         requeue_preempted(job.pk, attempt_key)

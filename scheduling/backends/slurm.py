@@ -45,6 +45,7 @@ from .slurm_parse import (  # noqa: F401 - the parsers are part of this module's
     expand_hostlist,
     format_comment,
     job_from_json,
+    kept_attempts,
     merge_accounting,
     parse_comment,
     parse_gres_gpus,
@@ -132,7 +133,7 @@ class SlurmBackend(Backend):
         reconcile would take it for lost and run it again. sacct remembers how it ended. Once
         accounting is known to be on, an sacct that does not answer makes the whole sync
         unavailable: a partial answer would requeue jobs that completed."""
-        jobs = self._jobs()
+        jobs = kept_attempts(self._jobs())
         finished = self._accounted_jobs()
         if finished is None:
             return jobs

@@ -305,6 +305,16 @@ def parse_sacct_exit_codes(text: str) -> dict[str, int]:
     return codes
 
 
+def kept_attempts(jobs: list[RemoteJob]) -> list[RemoteJob]:
+    """One Slurm job per attempt key: the lowest Slurm id, the one ``submit`` keeps when a
+    concurrent retry launched too (it cancels the others). Read as the attempt, a cancelled
+    duplicate would make reconcile requeue a job that runs."""
+    kept: dict[str, RemoteJob] = {}
+    for job in sorted(jobs, key=lambda j: int(j.external_id)):
+        kept.setdefault(job.attempt_key, job)
+    return [job for job in jobs if kept[job.attempt_key] is job]
+
+
 def merge_accounting(squeue: list[RemoteJob], sacct: list[RemoteJob]) -> list[RemoteJob]:
     """squeue's jobs, plus the *finished* attempts only sacct still knows (they left squeue
     after MinJobAge). squeue wins for any attempt key it shows: it is the controller's live

@@ -225,7 +225,17 @@ def test_a_retry_that_launched_beside_an_earlier_attempt_cancels_its_own_copy(sl
     copies = [j for j in real_jobs() if j.attempt_key == spec.attempt_key]
     assert len(copies) == 2
     copy = next(j for j in copies if j.external_id != first.external_id)
-    assert wait_state(slurm, copy.external_id, RemoteState.CANCELLED)
+    # squeue's own view: sync reports only the job submit kept for an attempt key
+    assert wait_for(
+        lambda: (
+            next(j.state for j in real_jobs() if j.external_id == copy.external_id)
+            is RemoteState.CANCELLED
+        ),
+        20.0,
+    )
+    assert [j.external_id for j in slurm.sync() if j.attempt_key == spec.attempt_key] == [
+        first.external_id
+    ]
     assert remote(slurm, first.external_id).state in {RemoteState.PENDING, RemoteState.RUNNING}
 
 

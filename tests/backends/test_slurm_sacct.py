@@ -4,7 +4,9 @@ it again. The Slurm commands are fed from output captured on the harness with DB
 (tests/backends/fixtures/slurm/capture.sh accounting): at that moment squeue showed only the
 running job 201 while sacct still had the others."""
 
+import copy
 import datetime as dt
+import json
 from pathlib import Path
 
 import pytest
@@ -245,3 +247,37 @@ def test_a_retried_submit_of_an_attempt_only_sacct_remembers_launches_nothing():
     remote = slurm.submit(spec)
     assert (remote.external_id, remote.state) == ("2", RemoteState.COMPLETED)
     assert slurm.runner.count("sbatch") == 0
+
+
+# --- a concurrent retry's duplicate ------------------------------------------------------------
+
+
+def _squeue_with_a_cancelled_duplicate() -> str:
+    """squeue as the fault suite saw it: two workers dispatched attempt 201-1 at once (the pass's
+    dispatch and reconcile's), both sbatch'ed, and ``submit`` kept the lowest id (1) and
+    cancelled the other (7), which squeue lists after it."""
+    data = json.loads(fixture("squeue_after_min_job_age.json"))
+    duplicate = copy.deepcopy(data["jobs"][0])
+    duplicate.update(job_id=7, job_state="CANCELLED", end_time=duplicate["start_time"] + 1)
+    data["jobs"].append(duplicate)
+    return json.dumps(data)
+
+
+def test_sync_reports_the_slurm_job_submit_kept_not_its_cancelled_duplicate():
+    slurm = backend("none", squeue=_squeue_with_a_cancelled_duplicate())
+    (job,) = slurm.sync()
+    assert (job.attempt_key, job.external_id, job.state) == ("201-1", "1", RemoteState.RUNNING)
+
+
+@pytest.mark.django_db
+def test_reconcile_leaves_a_running_attempt_alone_when_its_duplicate_was_cancelled(
+    researcher, tmp_path, monkeypatch
+):
+    cluster, job = _running_attempt(researcher, tmp_path, "none")
+    Job.objects.filter(pk=job.pk).update(attempt_key="201-1", external_id="1")
+    slurm = backend("none", squeue=_squeue_with_a_cancelled_duplicate())
+    monkeypatch.setattr(reconcile, "backend_for", lambda cluster: slurm)
+    report = reconcile.sync_cluster(cluster.pk)
+    job.refresh_from_db()
+    assert report.lost == [] and report.orphans == []
+    assert job.state == Job.State.RUNNING  # not "stopped outside Allot" and requeued

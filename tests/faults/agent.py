@@ -23,7 +23,7 @@ import time
 import traceback
 from collections import defaultdict
 from datetime import UTC, datetime
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
@@ -38,10 +38,12 @@ from budgets import services as budget_services  # noqa: E402
 from budgets.models import BudgetNode, GpuType, Lien, Role, UsageEntry  # noqa: E402
 from scheduling.models import Cluster, Job, JobEvent, Node  # noqa: E402
 from scheduling.services import JobRequest, cancel_job, submit_job  # noqa: E402
+from tests.faults import ledger_check  # noqa: E402
+from tests.faults.attempts import issued_attempt, remote_records, run_starts, runs_of  # noqa: E402
 
 PROJECTS = ["nlp/olmo", "nlp/tulu", "vision/seg", ""]  # "" is unfunded work
 LOST = "the cluster no longer knows this attempt"
-END_KINDS = {"preempted", "completed", "failed", "cancelled"}
+OUTSIDE = "stopped outside Allot"  # scheduling/reconcile.py: the backend says cancelled/preempted
 
 
 # -- setup ----------------------------------------------------------------------------------------
@@ -126,81 +128,7 @@ def cancel(k: int, seed: int) -> dict:
     return {"cancelled": done, "errors": failed}
 
 
-# -- the backend's view ---------------------------------------------------------------------------
-def _remote_records(cluster: Cluster) -> tuple[list[dict], list[str]]:
-    """Every attempt the backend knows: [{key, job_id, external_id, state, ended, started}]."""
-    problems = []
-    if cluster.backend == "simulated":
-        from scheduling.backends.simulated import SimulatedBackend
-
-        backend = SimulatedBackend(cluster.name, cluster.options)
-        state = json.loads(backend.path.read_text()) if backend.path.exists() else {"jobs": {}}
-        jobs = state.get("jobs", {})
-        # Records are keyed by attempt key and numbered by launch: if every launch got its own
-        # number and no record was replaced, launches == records.
-        launches = state.get("next_id", 1) - 1
-        if launches != len(jobs):
-            problems.append(f"simulated backend: {launches} launches but {len(jobs)} attempts")
-        now = time.time()
-        records = []
-        for key, rec in jobs.items():
-            ended = rec.get("ended_wall")
-            running = rec["state"] == "running"
-            if running and rec.get("duration_s") is not None:  # finished, not yet noticed
-                end = rec["started_wall"] + rec["duration_s"] / float(backend.speed)
-                if end <= now:
-                    running, ended = False, end
-            records.append(
-                {
-                    "key": key,
-                    "job_id": rec["job_id"],
-                    "external_id": rec["external_id"],
-                    "state": "running" if running else rec["state"],
-                    "started": rec["started_wall"],
-                    "ended": ended,
-                }
-            )
-        return records, problems
-    from scheduling.dispatch import backend_for
-
-    records = []
-    for remote in backend_for(cluster)._jobs():  # squeue: every state, for MinJobAge
-        slurm_state = remote.extra.get("slurm_state") or ""
-        start, end = remote.extra.get("start_time") or 0, remote.extra.get("end_time") or 0
-        # A pending job's start_time is a forecast; one cancelled while pending never ran.
-        ran = slurm_state != "PENDING" and bool(start) and not (end and start >= end)
-        records.append(
-            {
-                "key": remote.attempt_key,
-                "job_id": remote.job_id,
-                "external_id": remote.external_id,
-                "state": str(remote.state),
-                "slurm_state": slurm_state,
-                "started": float(start) if ran else None,
-                "ended": remote.ended_at,
-            }
-        )
-    return records, problems
-
-
 # -- the invariants -------------------------------------------------------------------------------
-def _runs(events: list[JobEvent]) -> list[dict]:
-    """A job's runs from its timeline: start (the 'running' event) to the event that ended it."""
-    runs, current = [], None
-    for event in events:
-        if event.kind == "running":
-            current = {"start": event.at, "end": None, "funded": "(funded by" in event.message}
-            runs.append(current)
-        elif event.kind in END_KINDS and current is not None:
-            current["end"] = event.at
-            current = None
-    return runs
-
-
-def _cost(gpu_seconds: int, factor: Decimal) -> int:
-    return int((Decimal(gpu_seconds) * factor).to_integral_value(ROUND_HALF_UP))
-
-
 def check(cluster_name: str, grace_s: float, charge_interval_s: float, final: bool = False) -> dict:
     """Every invariant, read from one snapshot of the database (REPEATABLE READ), so that a
     charge committing between two of its queries cannot look like a ledger error."""
@@ -225,7 +153,7 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
     for entry in UsageEntry.objects.filter(job_ref__in=list(jobs)).order_by("interval_start"):
         usage[entry.job_ref].append(entry)
     liens = {lien.job_ref: lien for lien in Lien.objects.filter(job_ref__in=list(jobs))}
-    records, problems = _remote_records(cluster)
+    records, problems = remote_records(cluster)
     by_key = {r["key"]: r for r in records}
     v: list[str] = list(problems)
 
@@ -268,26 +196,33 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
     lost = JobEvent.objects.filter(job__cluster=cluster, message=LOST).count()
     if lost:
         v.append(f"{lost} attempts taken for lost although the backend never lost one")
+    # Nothing outside Allot stops a job here: such an end is a misread backend, and the job
+    # that ran was requeued for nothing.
+    outside = JobEvent.objects.filter(job__cluster=cluster, message__startswith=OUTSIDE)
+    for event in outside:
+        v.append(f"job {event.job_id}: {event.message} at {event.at:%H:%M:%S.%f}, nobody did")
 
     # 2. nothing launched twice
     running_per_job = defaultdict(list)
     started_per_key = defaultdict(list)
+    keys_per_attempt = defaultdict(set)
+    backend_start: dict[tuple[int, int], datetime] = {}
     for rec in records:
         job = jobs.get(rec["job_id"])
         if rec["state"] == "running":
             running_per_job[rec["job_id"]].append(rec["key"])
         if rec.get("started"):
             started_per_key[rec["key"]].append(rec["external_id"])
-        issued = job is not None and any(
-            f"{job.pk}-{n}" == rec["key"] for n in range(1, job.attempt + 1)
-        )
-        if not issued:
+        n = issued_attempt(job, rec["key"])
+        if n is None:
             v.append(f"backend attempt {rec['key']} ({rec['external_id']}) was never started")
             continue
+        keys_per_attempt[(job.pk, n)].add(rec["key"])
+        if rec["backend_start"] is not None:
+            backend_start[(job.pk, n)] = datetime.fromtimestamp(rec["backend_start"], tz=UTC)
         current = job.state == Job.State.RUNNING and job.attempt_key == rec["key"]
         if rec["state"] == "running" and not current:
-            over = _runs(events[job.pk])
-            n = int(rec["key"].rsplit("-", 1)[1])
+            over = runs_of(events[job.pk])
             ended = over[n - 1]["end"] if n - 1 < len(over) else None
             if between(age(ended)) > grace_s:
                 v.append(
@@ -300,15 +235,18 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
     for key, ids in started_per_key.items():
         if len(ids) > 1:
             v.append(f"attempt {key} launched {len(ids)} times on the backend: {ids}")
+    for (job_id, n), keys in keys_per_attempt.items():
+        if len(keys) > 1:
+            v.append(
+                f"job {job_id} attempt {n} has {len(keys)} keys on the backend: {sorted(keys)}"
+            )
 
     # 3. the ledger equals funded occupancy x cost, to the second
     charged_total = expected_total = 0
     for job in jobs.values():
-        runs = _runs(events[job.pk])
-        entries = usage.get(job.pk, [])
-        for entry in entries:
-            if entry.cost_gpu_seconds != _cost(entry.gpu_seconds, factor):
-                v.append(f"job {job.pk}: entry {entry.pk} costs {entry.cost_gpu_seconds}")
+        runs = runs_of(events[job.pk])
+        charges, problems = ledger_check.net_charges(usage.get(job.pk, []), factor)
+        v += [f"job {job.pk}: {p}" for p in problems]
         claimed = set()
         for index, run in enumerate(runs):
             end = run["end"]
@@ -319,24 +257,22 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
                 end = job.last_charged_at
                 if run["funded"] and age(end) > charge_interval_s + grace_s:
                     v.append(f"job {job.pk}: not charged for {age(end):.1f} s while running")
-            mine = [e for e in entries if run["start"] <= e.interval_start < (end or now)]
-            claimed.update(e.pk for e in mine)
-            seconds = sum(e.gpu_seconds for e in mine)
-            expected = job.gpus * int((end - run["start"]).total_seconds()) if run["funded"] else 0
+            starts, problem = run_starts(job, index + 1, len(runs), run, end, backend_start)
+            if problem:
+                v.append(f"job {job.pk} run {index + 1}: {problem}")
+            mine = [c for c in charges if run["start"] <= c.start < (run["end"] or now)]
+            claimed.update(c.pk for c in mine)
+            start, seconds, expected, problems = ledger_check.check_run(
+                mine, starts, run["start"], end, job.gpus, run["funded"]
+            )
             charged_total += seconds
             expected_total += expected
-            if seconds != expected:
-                v.append(
-                    f"job {job.pk} run {index + 1} ({'funded' if run['funded'] else 'unfunded'}, "
-                    f"{job.gpus} GPUs, {run['start']:%H:%M:%S.%f}..{end:%H:%M:%S.%f}): charged "
-                    f"{seconds} GPU-s, occupancy is {expected}"
-                )
-            cursor = run["start"]
-            for e in mine:  # contiguous: no second twice, none skipped
-                if e.interval_start != cursor:
-                    v.append(f"job {job.pk}: ledger gap/overlap at {e.interval_start}")
-                cursor = e.interval_end
-        stray = [e.pk for e in entries if e.pk not in claimed]
+            v += [
+                f"job {job.pk} run {index + 1} ({'funded' if run['funded'] else 'unfunded'}, "
+                f"{job.gpus} GPUs, {start:%H:%M:%S.%f}..{end:%H:%M:%S.%f}): {p}"
+                for p in problems
+            ]
+        stray = [c.pk for c in charges if c.pk not in claimed]
         if stray:
             v.append(f"job {job.pk}: {len(stray)} ledger entries outside any run")
 

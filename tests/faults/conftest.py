@@ -28,6 +28,7 @@ CHARGE_INTERVAL_S = 2
 # How long anything may sit between two states once the workers are up again: a sync interval,
 # the queue a restarted worker finds, and a loaded CI machine.
 GRACE_S = float(os.environ.get("ALLOT_FAULT_GRACE_S", "5"))
+# Once the workers are back, how long the loop has at most to repair what the faults left.
 SETTLE_S = GRACE_S + 1
 
 
@@ -59,15 +60,37 @@ class System:
             if loop.error:
                 raise loop.error
 
-    def quiesce(self, timeout: float = 120) -> None:
-        """Faults off; wait until every worker is up, clean, then let the loop settle."""
+    def quiesce(self, timeout: float = 120) -> float:
+        """Faults off; wait until every worker is up again, clean. Returns when the faults
+        stopped (monotonic)."""
         self.faults.clear()
-        deadline = time.monotonic() + timeout
+        off = time.monotonic()
+        deadline = off + timeout
         for loop in self.loops:
-            while not loop.clean.wait(0.5):
+            while not loop.clean.wait(0.1):
                 self.check_loops()
                 assert time.monotonic() < deadline, "workers did not come back"
-        time.sleep(SETTLE_S)
+        return off
+
+    def settled_check(self, off: float, final: bool = False) -> dict:
+        """The checks, once the loop has settled after the faults stopped at ``off``.
+
+        Not before every state the faults left between two others is older than the grace
+        (so each must have been repaired by then), and again every half second while they
+        find something, until SETTLE_S after the workers came back: the loop has that long to
+        repair what the faults left, and no longer. Whatever is still wrong then is reported.
+        The final check (after the drain) runs once.
+        """
+        back = time.monotonic()
+        time.sleep(max(0.0, off + GRACE_S + 1 - back))
+        repaired: list[str] = []  # found by an earlier look, gone by the last one
+        while True:
+            result = self.check(final)
+            if final or not result["violations"] or time.monotonic() >= back + SETTLE_S:
+                result["repaired_while_settling"] = sorted(set(repaired))
+                return result
+            repaired += result["violations"]
+            time.sleep(0.5)
 
     def check(self, final: bool = False) -> dict:
         return self.agent(

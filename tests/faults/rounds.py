@@ -27,8 +27,10 @@ def run_rounds(
     began = time.monotonic()
     report: dict = {"rounds": [], "restarts": {name: 0 for name, _ in restarts}}
     violations: list[str] = []
+    repaired: list[str] = []  # seen right after the workers came back, repaired within SETTLE_S
     for number in range(rounds):
         submitted = 0
+        lap = Laps()
 
         def more(n: int, number: int = number) -> None:
             nonlocal submitted
@@ -54,23 +56,30 @@ def run_rounds(
                 cancelled = True
             assert time.monotonic() < deadline, f"round {number}: kills too slow ({system.counts})"
             time.sleep(0.2)
+        lap("kills")
         name, restart = restarts[number % len(restarts)]
         restart()
         report["restarts"][name] += 1
-        system.quiesce()
-        result = system.check()
+        lap("restart")
+        off = system.quiesce()
+        lap("workers_back")
+        result = system.settled_check(off)
+        lap("check")
         report["rounds"].append(
-            {"round": number, "kills": system.kills(), "restart": name, **_brief(result)}
-        )
+            {"round": number, "kills": system.kills(), "restart": name, "seconds": lap.seconds,
+             **_brief(result)}
+        )  # fmt: skip
         violations += [f"round {number}: {v}" for v in result["violations"]]
+        repaired += [f"round {number}: {v}" for v in result["repaired_while_settling"]]
 
     # the end: no more faults or submissions; everything must finish, then the strict check
-    system.quiesce()
+    drain = time.monotonic()
+    off = system.quiesce()
     deadline = time.monotonic() + drain_timeout_s
     while system.agent("unfinished", cluster_name=system.name)["n"] and time.monotonic() < deadline:
-        time.sleep(1)
+        time.sleep(0.5)
     time.sleep(2)
-    final = system.check(final=True)
+    final = system.settled_check(off, final=True)
     violations += [f"final: {v}" for v in final["violations"]]
     report.update(
         final=_brief(final),
@@ -86,12 +95,27 @@ def run_rounds(
             for log in system.root.glob("worker*.log")
         ),
         duration_s=round(time.monotonic() - began, 1),
+        drain_s=round(time.monotonic() - drain, 1),
         max_in_between_s=max(r["max_in_between_s"] for r in report["rounds"]) if rounds else 0,
         violations=violations,
+        repaired_while_settling=repaired,
     )
     (system.root / "report.json").write_text(json.dumps(report, indent=2))
     print(json.dumps({k: v for k, v in report.items() if k != "rounds"}, indent=2))
     return report
+
+
+class Laps:
+    """How long each phase of a round took (where the suite's time goes)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.mark = time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = round(now - self.mark, 1)
+        self.mark = now
 
 
 def _brief(result: dict) -> dict:
@@ -100,6 +124,7 @@ def _brief(result: dict) -> dict:
         "attempts": result["attempts"],
         "events": result["events"],
         "charged_gpu_s": result["charged_gpu_s"],
+        "occupancy_gpu_s": result["expected_gpu_s"],
         "max_in_between_s": result["max_in_between_s"],
         "violations": len(result["violations"]),
     }
