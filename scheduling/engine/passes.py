@@ -78,6 +78,12 @@ class Pass:
         # says nothing across projects: under the hierarchy a worse-ranked job may preempt
         # where a better-ranked one may not (P/b/d inside P/b, where P/a cannot).
         self.failed_search: dict[tuple[int, str], int] = {}
+        # Bumped whenever the pools or the search counts change: ``_saturated`` reads only
+        # those, so its answer is reused until the next change.
+        self.epoch = 0
+        self._saturated_at: tuple[int, bool] = (-1, False)
+        self._full_at: tuple[int, bool] = (-1, False)
+        self._scan = 0  # _rest_idle: queue positions before it are futile
 
     # ---- steps ---------------------------------------------------------------------------
 
@@ -149,7 +155,7 @@ class Pass:
                 if not self._try_interactive(job):
                     deferred.append(job)
         saturated = False
-        for job in queue:
+        for k, job in enumerate(queue):
             if job.id in self.started or job.id in self.funded_fail:
                 continue
             if job.kind == "interactive" and not self._interactive_ok(job):
@@ -159,6 +165,9 @@ class Pass:
                 deferred.append(job)
             elif job.id not in self.started and self.fairshare and self._saturated():
                 saturated = True  # nothing can start any more: the rest simply wait
+                break
+            if not self.details and self._rest_idle(queue, k):
+                saturated = True  # the rest would decide nothing (only their reasons)
                 break
         unfunded = sorted({j.id: j for j in deferred}.values(), key=st.order_key)
         for job in [] if saturated else unfunded:
@@ -243,6 +252,12 @@ class Pass:
                 return False
             self.funded_fail[job.id] = "Priority"  # fast path: a better job already waits here
             return True
+        if self.fairshare and self._quiet(job, pools):
+            # the slow path would find no placement, search nowhere and wait for Priority
+            if not any(st.can_fund(job, p) for p in pools):
+                return False
+            self.funded_fail[job.id] = "Priority"
+            return True
         fundable = [p for p in pools if st.can_fund(job, p)]
         if not fundable:
             return False if self.fairshare else self._greedy(job, pools, funded=False)
@@ -261,6 +276,7 @@ class Pass:
                 continue
             found = find_victims(st, pool, job, reserved=reserved, only_reserved=futile)
             self.searches[id(pool)] = self.searches.get(id(pool), 0) + 1
+            self.epoch += 1
             if found is None:
                 if not reserved:
                     key = (id(pool), job.project)
@@ -295,12 +311,70 @@ class Pass:
     def _saturated(self) -> bool:
         """No free GPU anywhere, not even on held nodes, and no victim search can succeed:
         every job further down the queue would wait, so the pass can stop early."""
+        epoch, hit = self._saturated_at
+        if epoch != self.epoch:
+            hit = self._is_saturated()
+            self._saturated_at = (self.epoch, hit)
+        return hit
+
+    def _is_saturated(self) -> bool:
         for pool in self.st.pools.values():
             if pool.max_free() > 0 or any(pool.free[i] > 0 for i in pool.held):
                 return False
             if not self._search_futile(pool):
                 return False
             if pool.held and reserved_preemptible(self.st, pool):
+                return False
+        return True
+
+    def _rest_idle(self, queue: list[PendingJob], k: int) -> bool:
+        """Without details: can no job after ``queue[k]`` start, preempt or hold anything,
+        funded or not? True when no pool has a free GPU (held nodes included), every pool
+        is blocked by a better-ranked waiting job (so none holds nodes), no approved
+        reservation holds nodes, and every later job is ``_futile``. Nothing then changes
+        for the rest of the pass, so the rest of the queue and the unfunded jobs can only
+        wait; only their pending reasons, which this mode does not report, are left out.
+        Futility only grows within a pass (the search count and the failed-search memo only
+        grow, balances only shrink), so the scan never goes back: O(queue) per pass."""
+        epoch, full = self._full_at
+        if epoch != self.epoch:
+            full = self._full()
+            self._full_at = (self.epoch, full)
+        if not full:
+            return False
+        scan, n, futile = max(self._scan, k + 1), len(queue), self._futile
+        while scan < n and futile(queue[scan]):
+            scan += 1
+        self._scan = scan
+        return scan == n
+
+    def _full(self) -> bool:
+        for pool in self.st.pools.values():
+            if self.fairshare and id(pool) not in self.blocked_pools:
+                return False
+            if pool.max_free() > 0 or any(pool.free[i] > 0 for i in pool.held):
+                return False
+            if any(h.reservation for h in pool.held.values()):
+                return False
+        return True
+
+    def _futile(self, job: PendingJob) -> bool:
+        """With every GPU taken: ``job`` cannot start. It has been decided already, or it
+        needs a GPU, and (fair share) in each pool that could ever hold it, it cannot be
+        funded or its victim search would be skipped (``_search_futile``)."""
+        if job.id in self.started or job.id in self.funded_fail:
+            return True
+        if job.gpus < 1:
+            return False
+        if not self.fairshare:
+            return True
+        st = self.st
+        for pool in st.pools_for(job):
+            if (
+                pool.fits_ever(job.gpus)
+                and not self._search_futile(pool, job.project, job.gpus)
+                and st.can_fund(job, pool)
+            ):
                 return False
         return True
 
@@ -319,6 +393,34 @@ class Pass:
             and self._search_futile(pool)
             and not open_reserved(self.st, pool, job)
         )
+
+    def _quiet(self, job: PendingJob, pools: list[Pool]) -> bool:
+        """In each of ``pools`` (the job's pools that could ever hold it) a better-ranked job
+        already waits, nothing fits (on a free node nor on a held one), no victim search can
+        succeed (its budget is spent, or a job of this project and no larger size found none)
+        and no reservation of the job's subtree has opened. Then the slow path of
+        ``_try_funded`` places nothing, searches nowhere and ``_reserve`` says Priority (every
+        pool is blocked): the job waits, or is unfunded if no pool can fund it. ``_hopeless``
+        covers one pool and a spent search budget; this covers the per-project memo, which on
+        a saturated cluster is what most of the queue meets."""
+        gpus, project, blocked = job.gpus, job.project, self.blocked_pools
+        for pool in pools:
+            if id(pool) not in blocked:
+                return False
+            free, held = pool.free, pool.held
+            if pool.is_multi(gpus):
+                size, drained = pool.size, pool.drained
+                whole = sum(size[i] for i in pool.whole)
+                whole += sum(size[i] for i in held if not drained[i] and free[i] == size[i])
+                if whole >= gpus:
+                    return False
+            elif gpus <= pool.max_free() or any(free[i] >= gpus for i in held):
+                return False
+            if not self._search_futile(pool, project, gpus):
+                return False
+            if held and open_reserved(self.st, pool, job):
+                return False
+        return True
 
     def _search_futile(self, pool: Pool, project: str | None = None, gpus: int = 0) -> bool:
         """No victim search in ``pool`` can succeed: its budget is spent, or (``project``
@@ -347,6 +449,7 @@ class Pass:
         # Held even when no time is known (start_s infinity): the GPUs that free up there
         # are kept for it, so worse-ranked funded work never overtakes it on them.
         start_s, pool, idxs, blockers = best
+        self.epoch += 1
         for i in idxs:
             pool.hold(i, Held(job.id, start_s, job.project))
         self.holder_of[job.id] = (pool, start_s, blockers)
@@ -381,6 +484,7 @@ class Pass:
 
     def _start(self, job, pool: Pool, placement, funded: bool, victims, why: str) -> None:
         st = self.st
+        self.epoch += 1
         for vid in victims:
             victim = st.running[vid]
             if not victim.funded:
@@ -427,6 +531,7 @@ class Pass:
         self.starts.append(Start(job.id, nodes, funded, protected))
 
     def _preempt(self, job: RunningJob, by: str | None, reason: str) -> None:
+        self.epoch += 1
         self.st.remove_running(job.id)
         self.preempts.append(Preempt(job.id, reason, by, True))
 
