@@ -81,9 +81,9 @@ class Pass:
         # Bumped whenever the pools or the search counts change: ``_saturated`` reads only
         # those, so its answer is reused until the next change.
         self.epoch = 0
+        self.version: dict[str, int] = {}  # per project: bumped when its search memo moves
+        self.waits_in: list[Pool] | None = None  # set by _try_funded: see run()
         self._saturated_at: tuple[int, bool] = (-1, False)
-        self._full_at: tuple[int, bool] = (-1, False)
-        self._scan = 0  # _rest_idle: queue positions before it are futile
 
     # ---- steps ---------------------------------------------------------------------------
 
@@ -155,19 +155,59 @@ class Pass:
                 if not self._try_interactive(job):
                     deferred.append(job)
         saturated = False
-        for k, job in enumerate(queue):
-            if job.id in self.started or job.id in self.funded_fail:
+        # A job that waits because nothing fits its pools and no search can help there
+        # (``_hopeless``/``_quiet``; under a baseline, no placement) is followed by every job
+        # of its shape (project, pools, GPUs) until something starts, preempts, holds,
+        # searches or blocks (``epoch``; a failed victim search moves only its project's
+        # ``version``): only the lien, which differs with the protection, is checked per job
+        # (``_waits``). Most of a saturated queue waits this way.
+        waits: dict[tuple, tuple[int, int, list[Pool], float]] = {}
+        funded_fail, version = self.funded_fail, self.version
+        left_of, protection = st.left, st.protection
+        for job in queue:
+            if job.id in self.started or job.id in funded_fail:
                 continue
-            if job.kind == "interactive" and not self._interactive_ok(job):
-                self.funded_fail[job.id] = "InteractiveLimit"
-                continue
-            if not self._try_funded(job):
+            key = None
+            if job.kind == "interactive":
+                if not self._interactive_ok(job):
+                    funded_fail[job.id] = "InteractiveLimit"
+                    continue
+            else:  # the lane and its per-user limit are not a matter of shape
+                key = (job.project, job.cluster, job.gpu_type, job.gpus)
+                hit = waits.get(key)
+                funded = None
+                if hit and hit[0] == self.epoch and hit[1] == version.get(job.project, 0):
+                    if hit[3]:  # fair share: can_fund in its cheapest pool, inlined
+                        left = left_of(job.project)
+                        funded = left > 0 and left >= job.gpus * protection(job) * hit[3]
+                        if funded:
+                            funded_fail[job.id] = "Priority"
+                    else:
+                        funded = self._waits(job, hit[2])
+                if funded is not None:
+                    if not funded:
+                        deferred.append(job)
+                    elif self.fairshare and self._saturated():
+                        saturated = True
+                        break
+                    continue
+            epoch, mine = self.epoch, version.get(job.project, 0)
+            self.waits_in = None
+            funded = self._try_funded(job)
+            if (
+                key is not None
+                and self.waits_in is not None
+                and self.epoch == epoch
+                and version.get(job.project, 0) == mine
+            ):
+                cheapest = 0.0  # a baseline, or a project that can fund nothing: _waits
+                if self.fairshare and job.project and job.project in st.tree.nodes:
+                    cheapest = min(st.cost(p.gpu_type) for p in self.waits_in)
+                waits[key] = (epoch, mine, self.waits_in, cheapest)
+            if not funded:
                 deferred.append(job)
             elif job.id not in self.started and self.fairshare and self._saturated():
                 saturated = True  # nothing can start any more: the rest simply wait
-                break
-            if not self.details and self._rest_idle(queue, k):
-                saturated = True  # the rest would decide nothing (only their reasons)
                 break
         unfunded = sorted({j.id: j for j in deferred}.values(), key=st.order_key)
         for job in [] if saturated else unfunded:
@@ -177,13 +217,16 @@ class Pass:
                 self.funded_fail[job.id] = "InteractiveLimit"
                 continue
             self._try_unfunded(job)
-        waiting = [j for j in queue if j.id not in self.started]
-        waiting += [j for j in st.snap.pending if j.held]
+        pending = {}
+        if self.details:
+            waiting = [j for j in queue if j.id not in self.started]
+            waiting += [j for j in st.snap.pending if j.held]
+            pending = pending_infos(self, waiting)
         return Decisions(
             starts=tuple(self.starts),
             preemptions=tuple(self.preempts),
             reservations=tuple(self.holds),
-            pending=pending_infos(self, waiting) if self.details else {},
+            pending=pending,
             explanations=explanations(st) if self.details else {},
             drains=drain_times(st),
             displacements=self._memory(),
@@ -248,12 +291,14 @@ class Pass:
                 self.funded_fail[job.id] = "ExceedsCapacity"
                 return True
         if len(pools) == 1 and self.fairshare and self._hopeless(pools[0], job):
+            self.waits_in = pools
             if not st.can_fund(job, pools[0]):
                 return False
             self.funded_fail[job.id] = "Priority"  # fast path: a better job already waits here
             return True
         if self.fairshare and self._quiet(job, pools):
             # the slow path would find no placement, search nowhere and wait for Priority
+            self.waits_in = pools
             if not any(st.can_fund(job, p) for p in pools):
                 return False
             self.funded_fail[job.id] = "Priority"
@@ -275,8 +320,11 @@ class Pass:
             if not pool.fits_ever(job.gpus) or (futile and not reserved):
                 continue
             found = find_victims(st, pool, job, reserved=reserved, only_reserved=futile)
-            self.searches[id(pool)] = self.searches.get(id(pool), 0) + 1
-            self.epoch += 1
+            n = self.searches[id(pool)] = self.searches.get(id(pool), 0) + 1
+            if n >= MAX_VICTIM_SEARCHES_PER_POOL:
+                self.epoch += 1  # from now on no search in this pool: every job's fate moves
+            else:  # only this project's memo moved
+                self.version[job.project] = self.version.get(job.project, 0) + 1
             if found is None:
                 if not reserved:
                     key = (id(pool), job.project)
@@ -303,9 +351,37 @@ class Pass:
             if placement is not None:
                 self._start(job, pool, placement, funded, (), "")
                 return True
-        for pool in pools:
-            self.blocked_pools.add(id(pool))
+        self._block(pools)
+        self.waits_in = pools
         self.funded_fail[job.id] = "Unfunded" if not funded else "Resources"
+        return True
+
+    def _block(self, pools: list[Pool]) -> None:
+        for pool in pools:
+            if id(pool) not in self.blocked_pools:
+                self.blocked_pools.add(id(pool))
+                self.epoch += 1
+
+    def _waits(self, job: PendingJob, tried: list[Pool]) -> bool | None:
+        """The fate of ``job``, of the shape of a job that just waited in pools ``tried``
+        with nothing changed since (see ``run``); None when that does not settle it.
+        Fair share: it waits for Priority if one of them can fund it, else it is unfunded
+        (``_try_funded``'s fast paths). A baseline: no placement in the pools it would try,
+        so ``_greedy`` blocks them and records why."""
+        st = self.st
+        if self.fairshare:
+            if any(st.can_fund(job, p) for p in tried):
+                self.funded_fail[job.id] = "Priority"
+                return True
+            return False
+        pools = [p for p in st.pools_for(job) if p.fits_ever(job.gpus)]
+        fundable = [p for p in pools if st.can_fund(job, p)]
+        target = fundable or pools
+        ids = {id(p) for p in tried}
+        if any(id(p) not in ids for p in target):
+            return None
+        self._block(target)
+        self.funded_fail[job.id] = "Resources" if fundable else "Unfunded"
         return True
 
     def _saturated(self) -> bool:
@@ -324,57 +400,6 @@ class Pass:
             if not self._search_futile(pool):
                 return False
             if pool.held and reserved_preemptible(self.st, pool):
-                return False
-        return True
-
-    def _rest_idle(self, queue: list[PendingJob], k: int) -> bool:
-        """Without details: can no job after ``queue[k]`` start, preempt or hold anything,
-        funded or not? True when no pool has a free GPU (held nodes included), every pool
-        is blocked by a better-ranked waiting job (so none holds nodes), no approved
-        reservation holds nodes, and every later job is ``_futile``. Nothing then changes
-        for the rest of the pass, so the rest of the queue and the unfunded jobs can only
-        wait; only their pending reasons, which this mode does not report, are left out.
-        Futility only grows within a pass (the search count and the failed-search memo only
-        grow, balances only shrink), so the scan never goes back: O(queue) per pass."""
-        epoch, full = self._full_at
-        if epoch != self.epoch:
-            full = self._full()
-            self._full_at = (self.epoch, full)
-        if not full:
-            return False
-        scan, n, futile = max(self._scan, k + 1), len(queue), self._futile
-        while scan < n and futile(queue[scan]):
-            scan += 1
-        self._scan = scan
-        return scan == n
-
-    def _full(self) -> bool:
-        for pool in self.st.pools.values():
-            if self.fairshare and id(pool) not in self.blocked_pools:
-                return False
-            if pool.max_free() > 0 or any(pool.free[i] > 0 for i in pool.held):
-                return False
-            if any(h.reservation for h in pool.held.values()):
-                return False
-        return True
-
-    def _futile(self, job: PendingJob) -> bool:
-        """With every GPU taken: ``job`` cannot start. It has been decided already, or it
-        needs a GPU, and (fair share) in each pool that could ever hold it, it cannot be
-        funded or its victim search would be skipped (``_search_futile``)."""
-        if job.id in self.started or job.id in self.funded_fail:
-            return True
-        if job.gpus < 1:
-            return False
-        if not self.fairshare:
-            return True
-        st = self.st
-        for pool in st.pools_for(job):
-            if (
-                pool.fits_ever(job.gpus)
-                and not self._search_futile(pool, job.project, job.gpus)
-                and st.can_fund(job, pool)
-            ):
                 return False
         return True
 
@@ -442,8 +467,7 @@ class Pass:
             found = earliest_nodes(st, pool, job)
             if found is not None and (best is None or found[0] < best[0]):
                 best = (found[0], pool, found[1], found[2])
-        for pool in pools:
-            self.blocked_pools.add(id(pool))
+        self._block(pools)
         if best is None:
             return
         # Held even when no time is known (start_s infinity): the GPUs that free up there

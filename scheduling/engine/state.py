@@ -33,6 +33,7 @@ class PassState:
         self.tree = FairTree.build(snap.budgets)
         # Balances of the nodes the snapshot gives (not of the tree's implicit parents).
         self.remaining = {b.path: b.remaining_gpu_s for b in snap.budgets if b.path}
+        self._left: dict[str, float] = {}  # left() per project, until the next spend()
         self.chain_balances = snap.chain_balances
         self.pools: dict[tuple[str, str], Pool] = {}
         self.node_at: dict[str, tuple[Pool, int]] = {}
@@ -72,6 +73,7 @@ class PassState:
         self._user_usage = snap.user_usage_gpu_s
         self._pool_cache: dict[tuple[str | None, str | None], list[Pool]] = {}
         self.memory = self._live_memory(snap)
+        self._shielded: dict[str, frozenset[str]] = {}
         self.new_memory: list[Displacement] = []
 
     def _live_memory(self, snap: Snapshot) -> list[tuple[Displacement, str, str]]:
@@ -91,17 +93,22 @@ class PassState:
     def shielded_from(self, preemptor: str) -> frozenset[str]:
         """Running jobs a job of ``preemptor`` may not preempt for standing: they displaced
         a job of its side of the tree, the memory has not expired, and their own side has
-        not since gone far over its share."""
+        not since gone far over its share. (Fixed for the pass: the memory read here is the
+        snapshot's, and the tree does not change; so it is computed once per project.)"""
         if not self.memory or not preemptor:
             return frozenset()
+        hit = self._shielded.get(preemptor)
+        if hit is not None:
+            return hit
         release = self.policy.displacement_release_lfs
         nodes = self.tree.nodes
-        return frozenset(
+        hit = self._shielded[preemptor] = frozenset(
             d.by_id
             for d, victim_side, by_side in self.memory
             if in_subtree(preemptor, victim_side)
             and not (by_side in nodes and nodes[by_side].lfs < release)
         )
+        return hit
 
     def cluster_of(self, job: RunningJob) -> str:
         at = self.node_at.get(job.nodes[0][0]) if job.nodes else None
@@ -161,6 +168,12 @@ class PassState:
     def left(self, project: str) -> float:
         """What ``project`` can still spend: the least balance along its chain (the project
         and every ancestor with a budget), since spending counts against all of them."""
+        hit = self._left.get(project)
+        if hit is None:
+            hit = self._left[project] = self._chain_left(project)
+        return hit
+
+    def _chain_left(self, project: str) -> float:
         if not project or project not in self.remaining:
             return 0.0
         remaining = self.remaining
@@ -178,6 +191,7 @@ class PassState:
         return ""
 
     def spend(self, project: str, amount: float) -> None:
+        self._left.clear()
         for path in ancestors(project):
             if path in self.remaining:
                 self.remaining[path] -= amount
@@ -186,7 +200,7 @@ class PassState:
         if not job.project or job.project not in self.tree.nodes:
             return False
         left = self.left(job.project)
-        return left > 0 and left >= self.lien(job, pool)
+        return left > 0 and left >= job.gpus * self.protection(job) * self.cost(pool.gpu_type)
 
     def queue(self, jobs) -> list[PendingJob]:
         """``jobs`` in ``order_key`` order. For fair share: each key column is read once, in

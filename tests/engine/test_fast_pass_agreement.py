@@ -1,9 +1,9 @@
 """A pass without details (the simulator's) decides exactly what a full pass decides.
 
-``run_pass(snapshot, details=False)`` may stop walking the queue once nothing further down it
-can start, preempt or hold anything (``Pass._rest_idle``); only the pending reasons and the
-explanations, which it does not report, may be left out. Every decision must match the full
-pass: on the seeded random snapshots of the golden test, on saturated bench snapshots under
+``run_pass(snapshot, details=False)`` leaves out the pending reasons and the explanations, and
+its shortcuts for a saturated queue (a job's fate reused for every job of its shape until
+something changes, ``Pass._quiet``) must not change what it decides. Every decision must match
+the full pass: on the seeded random snapshots of the golden test, on saturated bench snapshots under
 every policy, and on every snapshot a replay of the Philly slice hands the engine.
 """
 
