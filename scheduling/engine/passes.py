@@ -84,6 +84,8 @@ class Pass:
         self.version: dict[str, int] = {}  # per project: bumped when its search memo moves
         self.waits_in: list[Pool] | None = None  # set by _try_funded: see run()
         self._saturated_at: tuple[int, bool] = (-1, False)
+        self._full_at: tuple[int, bool] = (-1, False)
+        self._min_gpus: int | None = None
 
     # ---- steps ---------------------------------------------------------------------------
 
@@ -209,6 +211,8 @@ class Pass:
             elif job.id not in self.started and self.fairshare and self._saturated():
                 saturated = True  # nothing can start any more: the rest simply wait
                 break
+            elif not self.fairshare and not self.details and self._baseline_full(queue):
+                break  # without details: the rest of the greedy queue can only wait
         unfunded = sorted({j.id: j for j in deferred}.values(), key=st.order_key)
         for job in [] if saturated else unfunded:
             if job.id in self.started or job.id in self.funded_fail:
@@ -355,6 +359,19 @@ class Pass:
         self.waits_in = pools
         self.funded_fail[job.id] = "Unfunded" if not funded else "Resources"
         return True
+
+    def _baseline_full(self, queue: list[PendingJob]) -> bool:
+        """A baseline places jobs on free, unheld GPUs only and never preempts: once no pool
+        has one, no job that needs a GPU can start, and nothing else happens to it (its
+        reason, left out without details). Checked when the pools last changed."""
+        epoch, full = self._full_at
+        if epoch != self.epoch:
+            full = all(p.max_free() == 0 for p in self.st.pools.values())
+            if full and self._min_gpus is None:
+                self._min_gpus = min((j.gpus for j in queue), default=1)
+            full = full and self._min_gpus >= 1
+            self._full_at = (self.epoch, full)
+        return full
 
     def _block(self, pools: list[Pool]) -> None:
         for pool in pools:
