@@ -453,10 +453,16 @@ class Pass:
             if pool.is_multi(gpus):
                 size, drained = pool.size, pool.drained
                 whole = sum(size[i] for i in pool.whole)
-                whole += sum(size[i] for i in held if not drained[i] and free[i] == size[i])
+                whole += sum(
+                    size[i]
+                    for i, h in held.items()
+                    if not drained[i] and free[i] == size[i] and (h.reservation or h.start_s != INF)
+                )
                 if whole >= gpus:
                     return False
-            elif gpus <= pool.max_free() or any(free[i] >= gpus for i in held):
+            elif gpus <= pool.max_free() or any(
+                free[i] >= gpus and (h.reservation or h.start_s != INF) for i, h in held.items()
+            ):  # a funded job never backfills a node held with no known start
                 return False
             if not self._search_futile(pool, project, gpus):
                 return False
