@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from scheduling.engine.model import Displacement, PendingJob, RunningJob, Snapshot
 from scheduling.engine.placement import Pool
 from scheduling.engine.tree import UNRANKED, FairTree, ancestors
@@ -11,9 +13,11 @@ def in_subtree(project: str, top: str) -> bool:
     return project == top or project.startswith(top + "/")
 
 
+@lru_cache(maxsize=4096)
 def first_difference(a: str, b: str) -> tuple[str, str] | None:
     """The two siblings at the first level where paths ``a`` and ``b`` differ (None when
-    one is an ancestor of the other, or either is empty)."""
+    one is an ancestor of the other, or either is empty). Cached: every pass asks it of
+    every displacement still remembered, about the same few pairs of projects."""
     if not a or not b:
         return None
     for x, y in zip(ancestors(a), ancestors(b), strict=False):

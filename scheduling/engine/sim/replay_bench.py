@@ -1,7 +1,7 @@
 """The replay benchmark: a trace slice per policy, against a baseline engine in the same run.
 
 ``python -m scheduling.engine.sim.replay_bench SCENARIO TRACE --from S --until S --repeat N
-[--baseline-rev REV] [--policies fairshare,priority,fifo] [--json]``
+[--baseline-rev REV [--baseline-repeat M]] [--policies fairshare,priority,fifo] [--json]``
 
 Each replay runs in a fresh interpreter (no warm caches, no shared heap), one policy at a
 time. With ``--baseline-rev`` the engine of that git revision (``scheduling/engine`` exported
@@ -77,10 +77,10 @@ def bench(args) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         base = export(args.baseline_rev, Path(tmp)) if args.baseline_rev else None
         runs: dict[tuple[str, str], list[dict]] = {}
-        for _ in range(args.repeat):
+        for k in range(args.repeat):
             for policy in args.policies.split(","):
                 for name, src in (("current", ROOT), ("baseline", base)):
-                    if src is None:
+                    if src is None or (name == "baseline" and k >= args.baseline_repeat):
                         continue
                     got = replay(src, scenario, trace, policy, args.from_s, args.until)
                     runs.setdefault((policy, name), []).append(got)
@@ -127,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--policies", default="fairshare,priority,fifo")
     ap.add_argument("--baseline-rev", help="git revision whose engine replays side by side")
+    ap.add_argument(
+        "--baseline-repeat", type=int, default=3, help="runs of the baseline (at most --repeat)"
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     rows = bench(args)
