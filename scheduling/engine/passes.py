@@ -86,6 +86,9 @@ class Pass:
         self._saturated_at: tuple[int, bool] = (-1, False)
         self._full_at: tuple[int, bool] = (-1, False)
         self._min_gpus: int | None = None
+        self.failed_alike: dict[tuple, int] = {}  # see _alike
+        self._alike_epoch = -1
+        self._funded_projects: list[str] = []
 
     # ---- steps ---------------------------------------------------------------------------
 
@@ -323,7 +326,13 @@ class Pass:
             futile = self._search_futile(pool, job.project, job.gpus)
             if not pool.fits_ever(job.gpus) or (futile and not reserved):
                 continue
-            found = find_victims(st, pool, job, reserved=reserved, only_reserved=futile)
+            alike = None if reserved else self._alike(pool, job)
+            if alike is not None and self.failed_alike.get(alike, job.gpus + 1) <= job.gpus:
+                found = None  # a job that may preempt exactly the same jobs found none
+            else:
+                found = find_victims(st, pool, job, reserved=reserved, only_reserved=futile)
+                if found is None and alike is not None:
+                    self.failed_alike[alike] = min(self.failed_alike.get(alike, job.gpus), job.gpus)
             n = self.searches[id(pool)] = self.searches.get(id(pool), 0) + 1
             if n >= MAX_VICTIM_SEARCHES_PER_POOL:
                 self.epoch += 1  # from now on no search in this pool: every job's fate moves
@@ -372,6 +381,25 @@ class Pass:
             full = full and self._min_gpus >= 1
             self._full_at = (self.epoch, full)
         return full
+
+    def _alike(self, pool: Pool, job: PendingJob) -> tuple:
+        """What a victim search of ``job`` in ``pool`` depends on besides its size, at this
+        epoch: which projects of the funded running jobs it may preempt (``_Below``) and the
+        jobs shielded from it. Jobs of two projects with the same answer find the same
+        victims; a failed search of one (``failed_alike``) settles the other's, for its size
+        and larger, as the failed-search memo does within a project."""
+        st = self.st
+        if self._alike_epoch != self.epoch:
+            self._alike_epoch = self.epoch
+            self._funded_projects = sorted({r.project for r in st.running.values() if r.funded})
+        below = st.tree.strictly_below
+        preemptor = job.project
+        return (
+            self.epoch,
+            id(pool),
+            tuple(below(p, preemptor) for p in self._funded_projects),
+            st.shielded_from(preemptor),
+        )
 
     def _block(self, pools: list[Pool]) -> None:
         for pool in pools:
