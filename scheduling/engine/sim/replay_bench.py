@@ -76,6 +76,8 @@ def bench(args) -> list[dict]:
     scenario, trace = str(Path(args.scenario).resolve()), str(Path(args.trace).resolve())
     with tempfile.TemporaryDirectory() as tmp:
         base = export(args.baseline_rev, Path(tmp)) if args.baseline_rev else None
+        if args.baseline_src:  # an engine already exported (or another checkout)
+            base = Path(args.baseline_src).resolve()
         runs: dict[tuple[str, str], list[dict]] = {}
         for k in range(args.repeat):
             for policy in args.policies.split(","):
@@ -127,13 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--policies", default="fairshare,priority,fifo")
     ap.add_argument("--baseline-rev", help="git revision whose engine replays side by side")
+    ap.add_argument("--baseline-src", help="a folder holding the baseline's scheduling/engine")
     ap.add_argument(
         "--baseline-repeat", type=int, default=3, help="runs of the baseline (at most --repeat)"
     )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     rows = bench(args)
-    print(json.dumps(rows) if args.json else markdown(rows, args.baseline_rev))
+    label = args.baseline_rev or args.baseline_src
+    print(json.dumps(rows) if args.json else markdown(rows, label))
     return 0
 
 
