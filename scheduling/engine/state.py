@@ -78,6 +78,7 @@ class PassState:
         self._pool_cache: dict[tuple[str | None, str | None], list[Pool]] = {}
         self.memory = self._live_memory(snap)
         self._shielded: dict[str, frozenset[str]] = {}
+        self._memory_by_side: dict[str, list[tuple[str, str]]] | None = None
         self.new_memory: list[Displacement] = []
 
     def _live_memory(self, snap: Snapshot) -> list[tuple[Displacement, str, str]]:
@@ -104,13 +105,18 @@ class PassState:
         hit = self._shielded.get(preemptor)
         if hit is not None:
             return hit
+        by_victim_side = self._memory_by_side
+        if by_victim_side is None:  # in_subtree(preemptor, side) <=> side is an ancestor
+            by_victim_side = self._memory_by_side = {}
+            for d, victim_side, by_side in self.memory:
+                by_victim_side.setdefault(victim_side, []).append((d.by_id, by_side))
         release = self.policy.displacement_release_lfs
         nodes = self.tree.nodes
         hit = self._shielded[preemptor] = frozenset(
-            d.by_id
-            for d, victim_side, by_side in self.memory
-            if in_subtree(preemptor, victim_side)
-            and not (by_side in nodes and nodes[by_side].lfs < release)
+            by_id
+            for side in ancestors(preemptor)
+            for by_id, by_side in by_victim_side.get(side, ())
+            if not (by_side in nodes and nodes[by_side].lfs < release)
         )
         return hit
 
