@@ -217,13 +217,27 @@ class Pass:
             elif not self.fairshare and not self.details and self._baseline_full(queue):
                 break  # without details: the rest of the greedy queue can only wait
         unfunded = sorted({j.id: j for j in deferred}.values(), key=st.order_key)
+        # An unfunded job that found no place leaves everything as it was; so does every
+        # later job of its shape until something starts (the backfill rule reads only the
+        # project, against the holders' subtrees).
+        no_place: dict[tuple, int] = {}
         for job in [] if saturated else unfunded:
             if job.id in self.started or job.id in self.funded_fail:
                 continue
-            if job.kind == "interactive" and not self._interactive_ok(job):
-                self.funded_fail[job.id] = "InteractiveLimit"
+            if job.kind == "interactive":
+                if not self._interactive_ok(job):
+                    self.funded_fail[job.id] = "InteractiveLimit"
+                    continue
+                self._try_unfunded(job)
                 continue
+            key = (job.project, job.cluster, job.gpu_type, job.gpus)
+            if no_place.get(key) == self.epoch:
+                self.funded_fail[job.id] = "Unfunded"
+                continue
+            epoch = self.epoch
             self._try_unfunded(job)
+            if self.epoch == epoch:
+                no_place[key] = epoch
         pending = {}
         if self.details:
             waiting = [j for j in queue if j.id not in self.started]
