@@ -78,6 +78,17 @@ class Pass:
         # says nothing across projects: under the hierarchy a worse-ranked job may preempt
         # where a better-ranked one may not (P/b/d inside P/b, where P/a cannot).
         self.failed_search: dict[tuple[int, str], int] = {}
+        # Bumped whenever the pools or the search counts change: ``_saturated`` reads only
+        # those, so its answer is reused until the next change.
+        self.epoch = 0
+        self.version: dict[str, int] = {}  # per project: bumped when its search memo moves
+        self.waits_in: list[Pool] | None = None  # set by _try_funded: see run()
+        self._saturated_at: tuple[int, bool] = (-1, False)
+        self._full_at: tuple[int, bool] = (-1, False)
+        self._min_gpus: int | None = None
+        self.failed_alike: dict[tuple, int] = {}  # see _alike
+        self._alike_epoch = -1
+        self._funded_projects: list[str] = []
 
     # ---- steps ---------------------------------------------------------------------------
 
@@ -149,32 +160,94 @@ class Pass:
                 if not self._try_interactive(job):
                     deferred.append(job)
         saturated = False
+        # A job that waits because nothing fits its pools and no search can help there
+        # (``_hopeless``/``_quiet``; under a baseline, no placement) is followed by every job
+        # of its shape (project, pools, GPUs) until something starts, preempts, holds,
+        # searches or blocks (``epoch``; a failed victim search moves only its project's
+        # ``version``): only the lien, which differs with the protection, is checked per job
+        # (``_waits``). Most of a saturated queue waits this way.
+        waits: dict[tuple, tuple[int, int, list[Pool], float]] = {}
+        funded_fail, version = self.funded_fail, self.version
+        left_of, protection = st.left, st.protection
         for job in queue:
-            if job.id in self.started or job.id in self.funded_fail:
+            if job.id in self.started or job.id in funded_fail:
                 continue
-            if job.kind == "interactive" and not self._interactive_ok(job):
-                self.funded_fail[job.id] = "InteractiveLimit"
-                continue
-            if not self._try_funded(job):
+            key = None
+            if job.kind == "interactive":
+                if not self._interactive_ok(job):
+                    funded_fail[job.id] = "InteractiveLimit"
+                    continue
+            else:  # the lane and its per-user limit are not a matter of shape
+                key = (job.project, job.cluster, job.gpu_type, job.gpus)
+                hit = waits.get(key)
+                funded = None
+                if hit and hit[0] == self.epoch and hit[1] == version.get(job.project, 0):
+                    if hit[3]:  # fair share: can_fund in its cheapest pool, inlined
+                        left = left_of(job.project)
+                        funded = left > 0 and left >= job.gpus * protection(job) * hit[3]
+                        if funded:
+                            funded_fail[job.id] = "Priority"
+                    else:
+                        funded = self._waits(job, hit[2])
+                if funded is not None:
+                    if not funded:
+                        deferred.append(job)
+                    elif self.fairshare and self._saturated():
+                        saturated = True
+                        break
+                    continue
+            epoch, mine = self.epoch, version.get(job.project, 0)
+            self.waits_in = None
+            funded = self._try_funded(job)
+            if (
+                key is not None
+                and self.waits_in is not None
+                and self.epoch == epoch
+                and version.get(job.project, 0) == mine
+            ):
+                cheapest = 0.0  # a baseline, or a project that can fund nothing: _waits
+                if self.fairshare and job.project and job.project in st.tree.nodes:
+                    cheapest = min(st.cost(p.gpu_type) for p in self.waits_in)
+                waits[key] = (epoch, mine, self.waits_in, cheapest)
+            if not funded:
                 deferred.append(job)
             elif job.id not in self.started and self.fairshare and self._saturated():
                 saturated = True  # nothing can start any more: the rest simply wait
                 break
+            elif not self.fairshare and not self.details and self._baseline_full(queue):
+                break  # without details: the rest of the greedy queue can only wait
         unfunded = sorted({j.id: j for j in deferred}.values(), key=st.order_key)
+        # An unfunded job that found no place leaves everything as it was; so does every
+        # later job of its shape until something starts (the backfill rule reads only the
+        # project, against the holders' subtrees).
+        no_place: dict[tuple, int] = {}
         for job in [] if saturated else unfunded:
             if job.id in self.started or job.id in self.funded_fail:
                 continue
-            if job.kind == "interactive" and not self._interactive_ok(job):
-                self.funded_fail[job.id] = "InteractiveLimit"
+            if job.kind == "interactive":
+                if not self._interactive_ok(job):
+                    self.funded_fail[job.id] = "InteractiveLimit"
+                    continue
+                self._try_unfunded(job)
                 continue
+            key = (job.project, job.cluster, job.gpu_type, job.gpus)
+            if no_place.get(key) == self.epoch:
+                self.funded_fail[job.id] = "Unfunded"
+                continue
+            epoch = self.epoch
             self._try_unfunded(job)
-        waiting = [j for j in queue if j.id not in self.started]
-        waiting += [j for j in st.snap.pending if j.held]
+            if self.epoch == epoch:
+                no_place[key] = epoch
+        pending = {}
+        if self.details:
+            waiting = [j for j in queue if j.id not in self.started]
+            waiting += [j for j in st.snap.pending if j.held]
+            pending = pending_infos(self, waiting)
         return Decisions(
             starts=tuple(self.starts),
             preemptions=tuple(self.preempts),
             reservations=tuple(self.holds),
-            pending=pending_infos(self, waiting) if self.details else {},
+            pending=pending,
             explanations=explanations(st) if self.details else {},
             drains=drain_times(st),
             displacements=self._memory(),
@@ -239,9 +312,17 @@ class Pass:
                 self.funded_fail[job.id] = "ExceedsCapacity"
                 return True
         if len(pools) == 1 and self.fairshare and self._hopeless(pools[0], job):
+            self.waits_in = pools
             if not st.can_fund(job, pools[0]):
                 return False
             self.funded_fail[job.id] = "Priority"  # fast path: a better job already waits here
+            return True
+        if self.fairshare and self._quiet(job, pools):
+            # the slow path would find no placement, search nowhere and wait for Priority
+            self.waits_in = pools
+            if not any(st.can_fund(job, p) for p in pools):
+                return False
+            self.funded_fail[job.id] = "Priority"
             return True
         fundable = [p for p in pools if st.can_fund(job, p)]
         if not fundable:
@@ -259,8 +340,18 @@ class Pass:
             futile = self._search_futile(pool, job.project, job.gpus)
             if not pool.fits_ever(job.gpus) or (futile and not reserved):
                 continue
-            found = find_victims(st, pool, job, reserved=reserved, only_reserved=futile)
-            self.searches[id(pool)] = self.searches.get(id(pool), 0) + 1
+            alike = None if reserved else self._alike(pool, job)
+            if alike is not None and self.failed_alike.get(alike, job.gpus + 1) <= job.gpus:
+                found = None  # a job that may preempt exactly the same jobs found none
+            else:
+                found = find_victims(st, pool, job, reserved=reserved, only_reserved=futile)
+                if found is None and alike is not None:
+                    self.failed_alike[alike] = min(self.failed_alike.get(alike, job.gpus), job.gpus)
+            n = self.searches[id(pool)] = self.searches.get(id(pool), 0) + 1
+            if n >= MAX_VICTIM_SEARCHES_PER_POOL:
+                self.epoch += 1  # from now on no search in this pool: every job's fate moves
+            else:  # only this project's memo moved
+                self.version[job.project] = self.version.get(job.project, 0) + 1
             if found is None:
                 if not reserved:
                     key = (id(pool), job.project)
@@ -287,14 +378,81 @@ class Pass:
             if placement is not None:
                 self._start(job, pool, placement, funded, (), "")
                 return True
-        for pool in pools:
-            self.blocked_pools.add(id(pool))
+        self._block(pools)
+        self.waits_in = pools
         self.funded_fail[job.id] = "Unfunded" if not funded else "Resources"
+        return True
+
+    def _baseline_full(self, queue: list[PendingJob]) -> bool:
+        """A baseline places jobs on free, unheld GPUs only and never preempts: once no pool
+        has one, no job that needs a GPU can start, and nothing else happens to it (its
+        reason, left out without details). Checked when the pools last changed."""
+        epoch, full = self._full_at
+        if epoch != self.epoch:
+            full = all(p.max_free() == 0 for p in self.st.pools.values())
+            if full and self._min_gpus is None:
+                self._min_gpus = min((j.gpus for j in queue), default=1)
+            full = full and self._min_gpus >= 1
+            self._full_at = (self.epoch, full)
+        return full
+
+    def _alike(self, pool: Pool, job: PendingJob) -> tuple:
+        """What a victim search of ``job`` in ``pool`` depends on besides its size, at this
+        epoch: which projects of the funded running jobs it may preempt (``_Below``) and the
+        jobs shielded from it. Jobs of two projects with the same answer find the same
+        victims; a failed search of one (``failed_alike``) settles the other's, for its size
+        and larger, as the failed-search memo does within a project."""
+        st = self.st
+        if self._alike_epoch != self.epoch:
+            self._alike_epoch = self.epoch
+            self._funded_projects = sorted({r.project for r in st.running.values() if r.funded})
+        below = st.tree.strictly_below
+        preemptor = job.project
+        return (
+            self.epoch,
+            id(pool),
+            tuple(below(p, preemptor) for p in self._funded_projects),
+            st.shielded_from(preemptor),
+        )
+
+    def _block(self, pools: list[Pool]) -> None:
+        for pool in pools:
+            if id(pool) not in self.blocked_pools:
+                self.blocked_pools.add(id(pool))
+                self.epoch += 1
+
+    def _waits(self, job: PendingJob, tried: list[Pool]) -> bool | None:
+        """The fate of ``job``, of the shape of a job that just waited in pools ``tried``
+        with nothing changed since (see ``run``); None when that does not settle it.
+        Fair share: it waits for Priority if one of them can fund it, else it is unfunded
+        (``_try_funded``'s fast paths). A baseline: no placement in the pools it would try,
+        so ``_greedy`` blocks them and records why."""
+        st = self.st
+        if self.fairshare:
+            if any(st.can_fund(job, p) for p in tried):
+                self.funded_fail[job.id] = "Priority"
+                return True
+            return False
+        pools = [p for p in st.pools_for(job) if p.fits_ever(job.gpus)]
+        fundable = [p for p in pools if st.can_fund(job, p)]
+        target = fundable or pools
+        ids = {id(p) for p in tried}
+        if any(id(p) not in ids for p in target):
+            return None
+        self._block(target)
+        self.funded_fail[job.id] = "Resources" if fundable else "Unfunded"
         return True
 
     def _saturated(self) -> bool:
         """No free GPU anywhere, not even on held nodes, and no victim search can succeed:
         every job further down the queue would wait, so the pass can stop early."""
+        epoch, hit = self._saturated_at
+        if epoch != self.epoch:
+            hit = self._is_saturated()
+            self._saturated_at = (self.epoch, hit)
+        return hit
+
+    def _is_saturated(self) -> bool:
         for pool in self.st.pools.values():
             if pool.max_free() > 0 or any(pool.free[i] > 0 for i in pool.held):
                 return False
@@ -320,6 +478,40 @@ class Pass:
             and not open_reserved(self.st, pool, job)
         )
 
+    def _quiet(self, job: PendingJob, pools: list[Pool]) -> bool:
+        """In each of ``pools`` (the job's pools that could ever hold it) a better-ranked job
+        already waits, nothing fits (on a free node nor on a held one), no victim search can
+        succeed (its budget is spent, or a job of this project and no larger size found none)
+        and no reservation of the job's subtree has opened. Then the slow path of
+        ``_try_funded`` places nothing, searches nowhere and ``_reserve`` says Priority (every
+        pool is blocked): the job waits, or is unfunded if no pool can fund it. ``_hopeless``
+        covers one pool and a spent search budget; this covers the per-project memo, which on
+        a saturated cluster is what most of the queue meets."""
+        gpus, project, blocked = job.gpus, job.project, self.blocked_pools
+        for pool in pools:
+            if id(pool) not in blocked:
+                return False
+            free, held = pool.free, pool.held
+            if pool.is_multi(gpus):
+                size, drained = pool.size, pool.drained
+                whole = sum(size[i] for i in pool.whole)
+                whole += sum(
+                    size[i]
+                    for i, h in held.items()
+                    if not drained[i] and free[i] == size[i] and (h.reservation or h.start_s != INF)
+                )
+                if whole >= gpus:
+                    return False
+            elif gpus <= pool.max_free() or any(
+                free[i] >= gpus and (h.reservation or h.start_s != INF) for i, h in held.items()
+            ):  # a funded job never backfills a node held with no known start
+                return False
+            if not self._search_futile(pool, project, gpus):
+                return False
+            if held and open_reserved(self.st, pool, job):
+                return False
+        return True
+
     def _search_futile(self, pool: Pool, project: str | None = None, gpus: int = 0) -> bool:
         """No victim search in ``pool`` can succeed: its budget is spent, or (``project``
         given) a job of that project and no larger size already found none this pass."""
@@ -340,13 +532,13 @@ class Pass:
             found = earliest_nodes(st, pool, job)
             if found is not None and (best is None or found[0] < best[0]):
                 best = (found[0], pool, found[1], found[2])
-        for pool in pools:
-            self.blocked_pools.add(id(pool))
+        self._block(pools)
         if best is None:
             return
         # Held even when no time is known (start_s infinity): the GPUs that free up there
         # are kept for it, so worse-ranked funded work never overtakes it on them.
         start_s, pool, idxs, blockers = best
+        self.epoch += 1
         for i in idxs:
             pool.hold(i, Held(job.id, start_s, job.project))
         self.holder_of[job.id] = (pool, start_s, blockers)
@@ -381,6 +573,7 @@ class Pass:
 
     def _start(self, job, pool: Pool, placement, funded: bool, victims, why: str) -> None:
         st = self.st
+        self.epoch += 1
         for vid in victims:
             victim = st.running[vid]
             if not victim.funded:
@@ -427,6 +620,7 @@ class Pass:
         self.starts.append(Start(job.id, nodes, funded, protected))
 
     def _preempt(self, job: RunningJob, by: str | None, reason: str) -> None:
+        self.epoch += 1
         self.st.remove_running(job.id)
         self.preempts.append(Preempt(job.id, reason, by, True))
 

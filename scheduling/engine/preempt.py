@@ -128,6 +128,8 @@ def _node_victims(free: int, yieldable: list, need: int, below: _Below | None):
     displace any unprotected batch work). ``yieldable`` must free enough in total."""
     if below is None:
         cands = [c for c in yieldable if not c[0] or c[4].kind != "interactive"]
+    elif not below.shield:  # ``allows`` is then the rank test alone
+        cands = [c for c in yieldable if not c[0] or below[c[4].project]]
     else:
         cands = [c for c in yieldable if not c[0] or below.allows(c[4])]
     if len(cands) < len(yieldable) and free + sum(c[3] for c in cands) < need:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from scheduling.engine.model import Displacement, PendingJob, RunningJob, Snapshot
 from scheduling.engine.placement import Pool
 from scheduling.engine.tree import UNRANKED, FairTree, ancestors
@@ -11,9 +13,11 @@ def in_subtree(project: str, top: str) -> bool:
     return project == top or project.startswith(top + "/")
 
 
+@lru_cache(maxsize=4096)
 def first_difference(a: str, b: str) -> tuple[str, str] | None:
     """The two siblings at the first level where paths ``a`` and ``b`` differ (None when
-    one is an ancestor of the other, or either is empty)."""
+    one is an ancestor of the other, or either is empty). Cached: every pass asks it of
+    every displacement still remembered, about the same few pairs of projects."""
     if not a or not b:
         return None
     for x, y in zip(ancestors(a), ancestors(b), strict=False):
@@ -33,6 +37,7 @@ class PassState:
         self.tree = FairTree.build(snap.budgets)
         # Balances of the nodes the snapshot gives (not of the tree's implicit parents).
         self.remaining = {b.path: b.remaining_gpu_s for b in snap.budgets if b.path}
+        self._left: dict[str, float] = {}  # left() per project, until the next spend()
         self.chain_balances = snap.chain_balances
         self.pools: dict[tuple[str, str], Pool] = {}
         self.node_at: dict[str, tuple[Pool, int]] = {}
@@ -72,6 +77,8 @@ class PassState:
         self._user_usage = snap.user_usage_gpu_s
         self._pool_cache: dict[tuple[str | None, str | None], list[Pool]] = {}
         self.memory = self._live_memory(snap)
+        self._shielded: dict[str, frozenset[str]] = {}
+        self._memory_by_side: dict[str, list[tuple[str, str]]] | None = None
         self.new_memory: list[Displacement] = []
 
     def _live_memory(self, snap: Snapshot) -> list[tuple[Displacement, str, str]]:
@@ -91,17 +98,27 @@ class PassState:
     def shielded_from(self, preemptor: str) -> frozenset[str]:
         """Running jobs a job of ``preemptor`` may not preempt for standing: they displaced
         a job of its side of the tree, the memory has not expired, and their own side has
-        not since gone far over its share."""
+        not since gone far over its share. (Fixed for the pass: the memory read here is the
+        snapshot's, and the tree does not change; so it is computed once per project.)"""
         if not self.memory or not preemptor:
             return frozenset()
+        hit = self._shielded.get(preemptor)
+        if hit is not None:
+            return hit
+        by_victim_side = self._memory_by_side
+        if by_victim_side is None:  # in_subtree(preemptor, side) <=> side is an ancestor
+            by_victim_side = self._memory_by_side = {}
+            for d, victim_side, by_side in self.memory:
+                by_victim_side.setdefault(victim_side, []).append((d.by_id, by_side))
         release = self.policy.displacement_release_lfs
         nodes = self.tree.nodes
-        return frozenset(
-            d.by_id
-            for d, victim_side, by_side in self.memory
-            if in_subtree(preemptor, victim_side)
-            and not (by_side in nodes and nodes[by_side].lfs < release)
+        hit = self._shielded[preemptor] = frozenset(
+            by_id
+            for side in ancestors(preemptor)
+            for by_id, by_side in by_victim_side.get(side, ())
+            if not (by_side in nodes and nodes[by_side].lfs < release)
         )
+        return hit
 
     def cluster_of(self, job: RunningJob) -> str:
         at = self.node_at.get(job.nodes[0][0]) if job.nodes else None
@@ -161,6 +178,12 @@ class PassState:
     def left(self, project: str) -> float:
         """What ``project`` can still spend: the least balance along its chain (the project
         and every ancestor with a budget), since spending counts against all of them."""
+        hit = self._left.get(project)
+        if hit is None:
+            hit = self._left[project] = self._chain_left(project)
+        return hit
+
+    def _chain_left(self, project: str) -> float:
         if not project or project not in self.remaining:
             return 0.0
         remaining = self.remaining
@@ -178,6 +201,7 @@ class PassState:
         return ""
 
     def spend(self, project: str, amount: float) -> None:
+        self._left.clear()
         for path in ancestors(project):
             if path in self.remaining:
                 self.remaining[path] -= amount
@@ -186,7 +210,7 @@ class PassState:
         if not job.project or job.project not in self.tree.nodes:
             return False
         left = self.left(job.project)
-        return left > 0 and left >= self.lien(job, pool)
+        return left > 0 and left >= job.gpus * self.protection(job) * self.cost(pool.gpu_type)
 
     def queue(self, jobs) -> list[PendingJob]:
         """``jobs`` in ``order_key`` order. For fair share: each key column is read once, in

@@ -1,0 +1,145 @@
+"""The replay benchmark: a trace slice per policy, against a baseline engine in the same run.
+
+``python -m scheduling.engine.sim.replay_bench SCENARIO TRACE --from S --until S --repeat N
+[--baseline-rev REV [--baseline-repeat M]] [--policies fairshare,priority,fifo] [--json]``
+
+Each replay runs in a fresh interpreter (no warm caches, no shared heap), one policy at a
+time. With ``--baseline-rev`` the engine of that git revision (``scheduling/engine`` exported
+to a temporary folder) replays the same slice too, interleaved run by run with the current
+one, so both see the same machine load; the report gives the median CPU and wall seconds of
+each, their ratio, and whether the two replays' results are identical (a digest of the JSON
+output): a speed-up must not change a decision. This machine is shared and its speed drifts,
+so only figures measured side by side compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+_ONE = """
+import hashlib, json, sys, time
+from scheduling.engine.sim.output import to_json
+from scheduling.engine.sim.scenario import load_scenario, load_trace
+from scheduling.engine.sim.simulator import simulate
+scenario, trace, policy, from_s, until = sys.argv[1:6]
+t0, c0 = time.perf_counter(), time.process_time()
+res = simulate(load_scenario(scenario), load_trace(trace, float(until), float(from_s)), policy,
+               until_s=float(until), record_events=False)
+cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+out = json.dumps(to_json(res), sort_keys=True, default=repr)
+print(json.dumps({"cpu_s": cpu, "wall_s": wall, "passes": res.passes,
+                  "preemptions": res.preemptions,
+                  "digest": hashlib.sha256(out.encode()).hexdigest()[:16]}))
+"""
+
+
+def replay(src: Path, scenario: str, trace: str, policy: str, from_s: float, until: float):
+    env = dict(os.environ, PYTHONPATH=str(src))
+    args = [sys.executable, "-c", _ONE, scenario, trace, policy, str(from_s), str(until)]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, check=True, cwd=src)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def export(rev: str, into: Path) -> Path:
+    """``scheduling/engine`` of ``rev``, importable from ``into``."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "scheduling/engine"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    (into / "scheduling" / "__init__.py").touch()
+    return into
+
+
+def summary(runs: list[dict]) -> dict:
+    return {
+        "cpu_s": round(statistics.median(r["cpu_s"] for r in runs), 2),
+        "wall_s": round(statistics.median(r["wall_s"] for r in runs), 2),
+        "cpu_runs_s": [round(r["cpu_s"], 2) for r in runs],
+        "passes": runs[0]["passes"],
+        "preemptions": runs[0]["preemptions"],
+        "digest": runs[0]["digest"],
+    }
+
+
+def bench(args) -> list[dict]:
+    scenario, trace = str(Path(args.scenario).resolve()), str(Path(args.trace).resolve())
+    with tempfile.TemporaryDirectory() as tmp:
+        base = export(args.baseline_rev, Path(tmp)) if args.baseline_rev else None
+        if args.baseline_src:  # an engine already exported (or another checkout)
+            base = Path(args.baseline_src).resolve()
+        runs: dict[tuple[str, str], list[dict]] = {}
+        for k in range(args.repeat):
+            for policy in args.policies.split(","):
+                for name, src in (("current", ROOT), ("baseline", base)):
+                    if src is None or (name == "baseline" and k >= args.baseline_repeat):
+                        continue
+                    got = replay(src, scenario, trace, policy, args.from_s, args.until)
+                    runs.setdefault((policy, name), []).append(got)
+                    print(policy, name, json.dumps(got), file=sys.stderr, flush=True)
+    out = []
+    for policy in args.policies.split(","):
+        row = {"policy": policy, "current": summary(runs[(policy, "current")])}
+        if base is not None:
+            row["baseline"] = summary(runs[(policy, "baseline")])
+            row["ratio_cpu"] = round(row["current"]["cpu_s"] / row["baseline"]["cpu_s"], 3)
+            row["same_result"] = row["current"]["digest"] == row["baseline"]["digest"]
+        out.append(row)
+    return out
+
+
+def markdown(rows: list[dict], rev: str | None) -> str:
+    head = "| policy | passes | current CPU s (median; runs) | current wall s |"
+    rule = "| --- | --- | --- | --- |"
+    if rev:
+        head += f" baseline `{rev}` CPU s (median; runs) | current ÷ baseline | same result |"
+        rule += " --- | --- | --- |"
+    lines = [head, rule]
+    for r in rows:
+        c = r["current"]
+        runs = " / ".join(f"{x:.1f}" for x in c["cpu_runs_s"])
+        line = (
+            f"| {r['policy']} | {c['passes']:,} | {c['cpu_s']:.1f} ({runs}) | {c['wall_s']:.1f} |"
+        )
+        if rev:
+            b = r["baseline"]
+            bruns = " / ".join(f"{x:.1f}" for x in b["cpu_runs_s"])
+            same = "yes" if r["same_result"] else "**no**"
+            line += f" {b['cpu_s']:.1f} ({bruns}) | {r['ratio_cpu']:.3f} | {same} |"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("scenario")
+    ap.add_argument("trace")
+    ap.add_argument("--until", type=float, required=True)
+    ap.add_argument("--from", dest="from_s", type=float, default=0.0)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--policies", default="fairshare,priority,fifo")
+    ap.add_argument("--baseline-rev", help="git revision whose engine replays side by side")
+    ap.add_argument("--baseline-src", help="a folder holding the baseline's scheduling/engine")
+    ap.add_argument(
+        "--baseline-repeat", type=int, default=3, help="runs of the baseline (at most --repeat)"
+    )
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    rows = bench(args)
+    label = args.baseline_rev or args.baseline_src
+    print(json.dumps(rows) if args.json else markdown(rows, label))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
