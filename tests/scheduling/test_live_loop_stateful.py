@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import os
 import shutil
 import tempfile
@@ -40,7 +41,7 @@ from decimal import ROUND_HALF_UP, Decimal
 import pytest
 import time_machine
 from django.db import transaction
-from hypothesis import HealthCheck, Phase, event, settings
+from hypothesis import HealthCheck, Phase, event, settings, target
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -187,9 +188,23 @@ class LiveLoop(RuleBasedStateMachine):
             CURRENT.get("reverse_usage_after", 0),
             CURRENT.get("reverse_usage_before", 0),
         )
-        RUNS.append({"rows": rows, "after": after, "before": before, "lag": self.completing_s})
+        RUNS.append(
+            {
+                "rows": rows,
+                "after": after,
+                "before": before,
+                "lag": self.completing_s,
+                "closed_after_end": CURRENT.get("closed_after_end", 0),
+                "overcharged_gpu_s": CURRENT.get("overcharged_gpu_s", 0),
+            }
+        )
         for name, hit in (("beyond a real end", after), ("before a confirmed start", before)):
             event(f"charges {name} reversed: {'yes' if hit else 'no'}")
+        # Steer generation towards examples that give money back (both paths alike, so the
+        # examples without a COMPLETING lag are not crowded out).
+        target(float(after + before), label="reversals")
+        if CURRENT.get("closed_after_end"):
+            event("an attempt closed by Allot after its real end (not given back)")
 
     def _roll_back(self):
         CompletingBackend.completing_s = 0
@@ -457,6 +472,8 @@ class LiveLoop(RuleBasedStateMachine):
             else:
                 end = job.ended_at
                 seen["closed"] = True
+                if funded and job.state != Job.State.COMPLETED:
+                    self._note_closed_after_real_end(job)
             if job.funding_ended_at is not None:
                 end = min(end, job.funding_ended_at)
             seen.update(
@@ -466,6 +483,22 @@ class LiveLoop(RuleBasedStateMachine):
                 funded=funded,
                 gpu_type=types[job.nodes[0][0]] if job.nodes else seen.get("gpu_type"),
                 expected=job.gpus * int((end - job.started_at).total_seconds()) if funded else 0,
+            )
+
+    def _note_closed_after_real_end(self, job):
+        """Count the funded attempts Allot closed itself (preempted, cancelled, lost) after
+        their work had already ended on the backend: they are charged to Allot's close, and no
+        later sync gives the difference back (reconcile does not look at them again)."""
+        records = json.loads(self.backend.path.read_text()).get("jobs", {})
+        record = records.get(job.attempt_key)
+        if not record or record.get("duration_s") is None:
+            return
+        real_end = record["started_wall"] + record["duration_s"]
+        late_s = job.ended_at.timestamp() - real_end
+        if late_s >= 1:
+            CURRENT["closed_after_end"] = CURRENT.get("closed_after_end", 0) + 1
+            CURRENT["overcharged_gpu_s"] = CURRENT.get("overcharged_gpu_s", 0) + int(
+                job.gpus * late_s
             )
 
     # ---- invariants ------------------------------------------------------------------------
@@ -590,5 +623,9 @@ def test_money_and_promises_hold_through_the_live_loop(request, monkeypatch):
     print(
         f"\nexamples: {len(RUNS)}; with a reversal: {sum(1 for r in RUNS if r['rows'])} "
         f"(beyond a real end: {after}, of which {sum(1 for r in lagged if r['after'])} of "
-        f"{len(lagged)} with a COMPLETING lag; before a confirmed start: {before})"
+        f"{len(lagged)} with a COMPLETING lag; before a confirmed start: {before}); "
+        f"attempts closed by Allot after their real end: "
+        f"{sum(r['closed_after_end'] for r in RUNS)} in "
+        f"{sum(1 for r in RUNS if r['closed_after_end'])} examples, "
+        f"{sum(r['overcharged_gpu_s'] for r in RUNS)} GPU-seconds not given back"
     )
