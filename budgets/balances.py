@@ -175,10 +175,10 @@ def committed_gpu_hours(node: BudgetNode, period: BudgetPeriod) -> tuple[Decimal
     held = 0
     if period == BudgetPeriod.current():
         held = held_by_path(under=node.path).get(node.path, 0)
-    return _hours_up(used), _hours_up(held)
+    return hours_up(used), hours_up(held)
 
 
-def _hours_up(cost_gpu_seconds: int) -> Decimal:
+def hours_up(cost_gpu_seconds: int) -> Decimal:
     # 36 cost-seconds are a hundredth of a GPU-hour; round up, never below what is owed.
     return (Decimal(-(-max(cost_gpu_seconds, 0) // 36)) / 100).quantize(CENT)
 

@@ -16,7 +16,7 @@ from django.db.models import CharField, F, Value
 from django.db.models.functions import Cast, Concat
 from django.utils.text import slugify
 
-from budgets.balances import committed_gpu_hours, with_grants
+from budgets.balances import committed_gpu_hours, hours_up, usage_by_path, with_grants
 from budgets.errors import (
     BudgetValidationError,
     ConflictError,
@@ -391,12 +391,16 @@ def archive_node(actor, node, *, reason="", period=None) -> BudgetNode:
         raise BudgetValidationError("node", "The organisation root cannot be archived.")
     subtree = list(BudgetNode.objects.filter(path__startswith=node.path, archived=False))
     grants = _in_force(subtree, period)
-    holding = [n for n in subtree if grants[n.pk][0] > 0][:1]
+    # What was spent this period stays spent (a grant cannot be cut below it): a node is
+    # empty once its grant is down to its own and its subtree's usage.
+    used = usage_by_path(period.start_at, period.end_at, under=node.path)
+    holding = [n for n in subtree if grants[n.pk][0] > hours_up(used.get(n.path, 0))][:1]
     if holding:
+        spent = hours_up(used.get(holding[0].path, 0))
         raise BudgetValidationError(
             GRANT,
-            f"{holding[0].label} still holds GPU-hours this period; set its grant to 0 or "
-            "transfer it before archiving.",
+            f"{holding[0].label} still holds GPU-hours this period; set its grant to "
+            f"{spent:,} (what it has used) or transfer the rest before archiving.",
         )
     if Lien.objects.filter(node__path__startswith=node.path, released_at__isnull=True).exists():
         raise BudgetValidationError("node", f"{node.label} funds running jobs.")

@@ -174,3 +174,18 @@ def test_the_page_with_htmx_answers_the_fragment_with_the_refusal(client, leader
     assert html.lstrip().startswith('<div id="budget-tree">')
     assert "cannot be cut below 1,000.00 GPU-hours" in html
     assert _grant(olmo_running) == 3_000
+
+
+def test_a_project_that_spent_can_be_wound_down_and_archived_in_the_same_period(
+    olmo_running, leader
+):
+    """Its grant goes down to what it used (not to 0: that would take back hours that ran),
+    and then it archives."""
+    services.release_lien(41)  # its job ended
+    with pytest.raises(BudgetValidationError) as refused:
+        services.archive_node(leader, olmo_running)
+    assert "set its grant to 400.00 (what it has used)" in refused.value.message
+    services.set_grant(leader, olmo_running, "400")
+    services.archive_node(leader, olmo_running)
+    olmo_running.refresh_from_db()
+    assert olmo_running.archived

@@ -145,3 +145,30 @@ def test_charges_before_a_start_the_backend_confirms_later_are_given_back(
     assert sum(e.gpu_seconds for e in _ledger(job)) == 0
     charge_running_jobs()
     assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 60
+
+
+def test_a_late_confirmed_restart_gives_back_only_its_own_early_charges(
+    researcher, cluster, frozen, run_pass
+):
+    """Found by the state machine: confirming a restarted attempt's later start reversed the
+    charges of the job's earlier attempt too, which ran and was paid for."""
+    from scheduling import dispatch
+
+    job = _submit(researcher, duration_s=7200)
+    run_pass(cluster)
+    frozen.shift(600 * S)
+    sync_cluster(cluster.pk)
+    charge_running_jobs()
+    job.refresh_from_db()
+    dispatch.backend_for(cluster).preempt(job.pk, job.external_id)  # stopped outside Allot
+    assert sync_cluster(cluster.pk).lost == [job.pk]  # requeued, charged to its end
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 600
+
+    passes.run_pass(cluster.pk)  # the second attempt, decided at 600 s; its dispatch is lost
+    frozen.shift(60 * S)
+    assert sync_cluster(cluster.pk).redispatched == [job.pk]
+    charge_running_jobs()
+    sync_cluster(cluster.pk)  # confirms the second attempt's start at 660 s
+    job.refresh_from_db()
+    assert (job.attempt, job.started_at) == (2, T0 + 660 * S)
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 600  # the first attempt stays paid
