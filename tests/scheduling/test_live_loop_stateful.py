@@ -9,11 +9,13 @@ After every step the money and the promises hold:
    ran out, or to its last charge while it runs), and the cost is that at the price of the
    nodes it used (rounded per charged interval);
 2. no open lien for a job that is not running funded;
-3. no budget node below zero beyond rounding (grant − charged − held);
+3. no budget node below zero beyond open liens and rounding (grant − charged ≥ 0; not yet
+   grant − charged − held: an extended protection approved mid-run is charged without a
+   lien, the strict xfail in test_money_floor.py);
 4. protected_until agrees with the contract or the active exception, from the current start;
 5. right after a reconcile, the database and the backend agree on what runs;
-6. a grant cut below what a node has spent plus what its open liens hold is refused, and
-   nothing else is (so invariant 3 holds without counting liens as slack).
+6. a grant cut below what a node has spent plus what its open liens hold is refused (with
+   the field named, the grant unchanged and no audit row), and no other cut is.
 
 The backend behaves like Slurm where it matters for money: after a job's work ends it stays
 COMPLETING for a while (held nodes, reported running), so a sync can confirm it "running" past
@@ -21,8 +23,9 @@ its end. Charging goes only as far as the last sync, so only then — or on a cl
 synced, which charges provisionally to now — is anything charged beyond a real end, and
 reconcile must give it back with reversal rows. An outage alone never causes a reversal: an
 invariant checks that with no COMPLETING lag no reversal happens but after a charge on a
-never-synced cluster. How often each reversal path ran is reported through hypothesis events
-(--hypothesis-show-statistics) and a summary line (-s).
+never-synced cluster. How often each reversal path ran is counted per example and printed as
+a summary line (run with -s); the examples also record hypothesis events, and `target()`
+steers generation towards examples that give money back.
 
 Locally it runs a few dozen examples; CI (ALLOT_REQUIRE_SERVICES=1, on PostgreSQL) runs
 ALLOT_STATEFUL_EXAMPLES, 200 by default.
@@ -200,9 +203,10 @@ class LiveLoop(RuleBasedStateMachine):
         )
         for name, hit in (("beyond a real end", after), ("before a confirmed start", before)):
             event(f"charges {name} reversed: {'yes' if hit else 'no'}")
-        # Steer generation towards examples that give money back (both paths alike, so the
-        # examples without a COMPLETING lag are not crowded out).
-        target(float(after + before), label="reversals")
+        # Steer generation towards examples that give money back, each path on its own label
+        # (on one sum, the cheap late-start path crowds out the end-beyond-a-sync one).
+        target(float(after), label="reversals beyond a real end")
+        target(float(before), label="reversals before a confirmed start")
         if CURRENT.get("closed_after_end"):
             event("an attempt closed by Allot after its real end (not given back)")
 
