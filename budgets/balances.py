@@ -167,6 +167,22 @@ def remaining_cost_seconds(node: BudgetNode, period: BudgetPeriod | None = None)
     return int((grant or 0) * HOUR) - used - held
 
 
+def committed_gpu_hours(node: BudgetNode, period: BudgetPeriod) -> tuple[Decimal, Decimal]:
+    """What `node` and its subtree have spent in `period` and what the open liens of their
+    running jobs still hold (counted for the current period only: liens spend today's
+    balance), each rounded up to the cent, so a grant at their sum leaves nothing below zero."""
+    used = usage_by_path(period.start_at, period.end_at, under=node.path).get(node.path, 0)
+    held = 0
+    if period == BudgetPeriod.current():
+        held = held_by_path(under=node.path).get(node.path, 0)
+    return hours_up(used), hours_up(held)
+
+
+def hours_up(cost_gpu_seconds: int) -> Decimal:
+    # 36 cost-seconds are a hundredth of a GPU-hour; round up, never below what is owed.
+    return (Decimal(-(-max(cost_gpu_seconds, 0) // 36)) / 100).quantize(CENT)
+
+
 def remaining_by_path(period: BudgetPeriod | None = None) -> dict[str, int]:
     """Cost-GPU-seconds every active node can still spend this period (grant − used − held,
     subtrees included), keyed by treebeard path: three queries, for the charging floor."""

@@ -197,11 +197,14 @@ def reverse_usage_after(job_ref, end, gpus: int) -> int:
 
 
 @transaction.atomic
-def reverse_usage_before(job_ref, start, gpus: int) -> int:
-    """Give back what job `job_ref` was charged before `start` (the backend started it later
-    than the pass decided). Returns the cost-GPU-seconds given back."""
+def reverse_usage_before(job_ref, start, gpus: int, *, since) -> int:
+    """Give back what job `job_ref` was charged from `since` (the start the pass decided for
+    this attempt) to `start` (when the backend really started it). Charges before `since`
+    belong to earlier attempts, which ran and stay paid. Returns the cost-GPU-seconds given
+    back."""
     returned = 0
-    for charge in _open_charges(job_ref).filter(interval_start__lt=start):
+    charges = _open_charges(job_ref).filter(interval_start__gte=since, interval_start__lt=start)
+    for charge in charges:
         kept_s = max(
             0, int((charge.interval_end - max(start, charge.interval_start)).total_seconds())
         )

@@ -16,7 +16,7 @@ from django.db.models import CharField, F, Value
 from django.db.models.functions import Cast, Concat
 from django.utils.text import slugify
 
-from budgets.balances import with_grants
+from budgets.balances import committed_gpu_hours, hours_up, usage_by_path, with_grants
 from budgets.errors import (
     BudgetValidationError,
     ConflictError,
@@ -139,7 +139,9 @@ def set_grant(actor, node, gpu_hours, *, expected_version=None, reason="", perio
     """Set a node's grant for a period (the current one by default).
 
     The grant must fit in what the parent holds beside the other children, and must still
-    cover what the node's own children hold. `expected_version` is the version the caller
+    cover what the node's own children hold; a cut must also still cover what the node (with
+    its subtree) has spent this period plus what its running jobs' open liens hold, so no
+    balance goes below zero. `expected_version` is the version the caller
     saw; if someone changed the grant since, a ConflictError names the field.
     """
     period = period or BudgetPeriod.current()
@@ -159,6 +161,8 @@ def set_grant(actor, node, gpu_hours, *, expected_version=None, reason="", perio
             f"{node.label}'s children already hold {held_by_children:,} GPU-hours; "
             f"the grant cannot be less than that.",
         )
+    if amount < old:
+        _check_covers_commitments(node, period, amount, GRANT)
     if amount == old:
         in_force = Grant.objects.filter(node=node, period_start__lte=period.start)
         current = in_force.order_by("-period_start").first()
@@ -168,6 +172,26 @@ def set_grant(actor, node, gpu_hours, *, expected_version=None, reason="", perio
     row = _write_grant(node, period, version, amount)
     _audit(actor, AuditAction.SET_GRANT, node, GRANT, old, amount, reason)
     return row
+
+
+def _check_covers_commitments(node, period, amount, field, *, leaving=None):
+    """A cut may not go below what was charged this period plus what open liens hold: the
+    running jobs' protected windows were promised against this balance (Slurm's association
+    limits and ColdFront's allocations refuse a cut under usage the same way). `leaving` is
+    the amount of a transfer, whose message speaks of what can leave the node."""
+    used, held = committed_gpu_hours(node, period)
+    minimum = used + held
+    if amount >= minimum:
+        return
+    spent = f"{node.label} has used {used:,} GPU-hours in {period.label}"
+    if held:
+        spent += f" and open liens of its running jobs hold {held:,} more"
+    if leaving is not None:
+        can_leave = max(amount + leaving - minimum, Decimal("0"))
+        raise BudgetValidationError(field, f"{spent}; at most {can_leave:,} can leave it.")
+    raise BudgetValidationError(
+        field, f"{spent}; the grant cannot be cut below {minimum:,} GPU-hours."
+    )
 
 
 def _check_fits_parent(node, parent, siblings, grants, amount):
@@ -214,6 +238,7 @@ def transfer_gpu_hours(actor, source, target, gpu_hours, *, reason="", period=No
             f"{source.label}'s children hold {held:,} GPU-hours; at most {src_old - held:,} "
             f"can leave it.",
         )
+    _check_covers_commitments(source, period, src_old - amount, "gpu_hours", leaving=amount)
     moved = _write_grant(source, period, src_version, src_old - amount)
     received = _write_grant(target, period, dst_version, dst_old + amount)
     note = f"{amount:,} GPU-hours {source.label} → {target.label}" + (
@@ -366,12 +391,16 @@ def archive_node(actor, node, *, reason="", period=None) -> BudgetNode:
         raise BudgetValidationError("node", "The organisation root cannot be archived.")
     subtree = list(BudgetNode.objects.filter(path__startswith=node.path, archived=False))
     grants = _in_force(subtree, period)
-    holding = [n for n in subtree if grants[n.pk][0] > 0][:1]
+    # What was spent this period stays spent (a grant cannot be cut below it): a node is
+    # empty once its grant is down to its own and its subtree's usage.
+    used = usage_by_path(period.start_at, period.end_at, under=node.path)
+    holding = [n for n in subtree if grants[n.pk][0] > hours_up(used.get(n.path, 0))][:1]
     if holding:
+        spent = hours_up(used.get(holding[0].path, 0))
         raise BudgetValidationError(
             GRANT,
-            f"{holding[0].label} still holds GPU-hours this period; set its grant to 0 or "
-            "transfer it before archiving.",
+            f"{holding[0].label} still holds GPU-hours this period; set its grant to "
+            f"{spent:,} (what it has used) or transfer the rest before archiving.",
         )
     if Lien.objects.filter(node__path__startswith=node.path, released_at__isnull=True).exists():
         raise BudgetValidationError("node", f"{node.label} funds running jobs.")

@@ -202,7 +202,7 @@ def confirm_start(job: Job, started: datetime) -> None:
         return  # the same start (the dispatch's own delay is not worth a ledger row)
     delta = started - job.started_at
     if job.funded and job.last_charged_at and job.last_charged_at > job.started_at:
-        ledger.reverse_usage_before(job.pk, started, job.gpus)
+        ledger.reverse_usage_before(job.pk, started, job.gpus, since=job.started_at)
     fields = {
         "started_at": started,
         "last_charged_at": max(job.last_charged_at or started, started),

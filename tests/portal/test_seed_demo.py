@@ -42,7 +42,7 @@ def test_seeding_again_keeps_what_people_changed_in_grants_and_structure(tmp_pat
     from django.contrib.auth import get_user_model
 
     from budgets import services
-    from budgets.balances import balances
+    from budgets.balances import balances, committed_gpu_hours
     from budgets.models import BudgetNode
     from budgets.periods import BudgetPeriod
 
@@ -52,16 +52,23 @@ def test_seeding_again_keeps_what_people_changed_in_grants_and_structure(tmp_pat
     node = {n.slug_path: n for n in BudgetNode.objects.all()}
     period = BudgetPeriod.current()
     grant = {pk: b.grant_gpu_hours for pk, b in balances(list(node.values()), period).items()}
-    # The leader moves all of olmo's hours to tulu, as in the browser ...
+
+    def spent(n):  # a grant cannot be cut below what the node has spent and holds
+        return sum(committed_gpu_hours(n, period), Decimal(0))
+
+    # The leader moves all of olmo's unspent hours to tulu, as in the browser ...
     olmo, tulu = node["nlp/olmo"], node["nlp/tulu"]
-    services.set_grant(leader, olmo, Decimal(0), reason="olmo paused")
-    services.set_grant(leader, tulu, grant[tulu.pk] + grant[olmo.pk], reason="tulu deadline")
+    services.set_grant(leader, olmo, spent(olmo), reason="olmo paused")
+    freed = grant[olmo.pk] - spent(olmo)
+    services.set_grant(leader, tulu, grant[tulu.pk] + freed, reason="tulu deadline")
     # ... and reshapes the tree: a rename, a new program, a move, an archived project.
     services.rename_node(leader, node["nlp/safety"], "Alignment", slug="alignment")
     health = services.create_node(leader, BudgetNode.objects.get(depth=1), "Health", "health")
-    services.set_grant(leader, node["vision/clip-scaling"], Decimal(0), reason="to robotics")
+    locomotion = node["robotics/locomotion"]
+    services.set_grant(leader, locomotion, spent(locomotion), reason="wound down")
+    clip = node["vision/clip-scaling"]
+    services.set_grant(leader, clip, spent(clip), reason="to robotics")
     services.move_node(leader, node["vision/clip-scaling"], node["robotics"])
-    services.set_grant(leader, node["robotics/locomotion"], Decimal(0), reason="wound down")
     services.archive_node(leader, node["robotics/locomotion"])
     before = {
         n.slug_path: (n.archived, b.grant_gpu_hours)

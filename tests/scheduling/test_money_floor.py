@@ -100,23 +100,25 @@ def test_a_run_out_of_funds_is_preempted_by_anyone(researcher, manager, budget_t
 def test_funding_checks_every_ancestor_not_only_the_project(
     researcher, manager, budget_tree, cluster, clock
 ):
-    """tulu spent 2 GPU-hours, then its grant was lowered to 1: nlp (4) has 2 left while
-    olmo's own balance (3) would still cover a 3 GPU-hour lien."""
+    """olmo spent 2 of its 4 GPU-hours as a project, then got a sub-project of 3 (children
+    are held to their parent's grant, not to what it has left): the sub-project's own
+    balance (3) would cover a 3 GPU-hour lien, olmo's (2) does not.
+
+    (This used to cut tulu's grant below what it had spent; such a cut is now refused, so the
+    test reaches a short ancestor the way the services still allow.)"""
     from scheduling.services import cancel_job
 
-    budget_services.set_grant(None, budget_tree.olmo, 3)
-    budget_services.set_grant(None, budget_tree.tulu, 2)
-    budget_services.set_grant(None, budget_tree.nlp, 5)
-    first = submit(manager, project="nlp/tulu", gpus=2, min_runtime_s=3600)
+    budget_services.set_grant(None, budget_tree.olmo, 4)
+    first = submit(researcher, project="nlp/olmo", gpus=2, min_runtime_s=3600)
     passes.run_pass(cluster.pk)
     clock.shift(dt.timedelta(hours=1))
-    cancel_job(manager, first.pk)
+    cancel_job(researcher, first.pk)
     assert charged(first) == 2 * 3600
-    budget_services.set_grant(None, budget_tree.tulu, 1)
-    budget_services.set_grant(None, budget_tree.nlp, 4)
-    assert remaining(budget_tree.olmo) == 3 * 3600 and remaining(budget_tree.nlp) == 2 * 3600
+    ablations = budget_services.create_node(None, budget_tree.olmo, "Ablations", "ablations")
+    budget_services.set_grant(None, ablations, 3)
+    assert remaining(ablations) == 3 * 3600 and remaining(budget_tree.olmo) == 2 * 3600
 
-    later = submit(researcher, project="nlp/olmo", gpus=3, min_runtime_s=3600)
+    later = submit(researcher, project="nlp/olmo/ablations", gpus=3, min_runtime_s=3600)
     passes.run_pass(cluster.pk)
     later.refresh_from_db()
     assert later.state == Job.State.RUNNING and not later.funded
@@ -174,3 +176,36 @@ def test_a_preemption_charges_every_second_even_after_a_charge_ran_since_the_sna
     job.refresh_from_db()
     assert job.state == Job.State.PREEMPTED
     assert charged(job) == 8 * 21 * 60  # no second skipped, none twice
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: an extended protection approved for a running job extends "
+    "protected_until without a lien for the extra hours (scheduling.services."
+    "apply_protection_exception), and a protected run is charged in full, so the budget goes "
+    "below zero with no lien open. The fix belongs with the approval: hold the extra lien, or "
+    "refuse the approval the budget cannot cover, as a top-up its parent cannot hold is.",
+)
+def test_an_extended_protection_granted_mid_run_cannot_take_a_budget_below_zero(
+    researcher, cluster_admin, cluster, budget_tree, clock, run_pass
+):
+    from exceptions import services as exception_services
+    from exceptions.errors import ExceptionError
+    from scheduling.reconcile import sync_cluster
+
+    budget_services.set_grant(None, budget_tree.olmo, 20)
+    job = submit(researcher, gpus=2, min_runtime_s=600, sim_duration_s=20 * 3600)
+    run_pass(cluster)
+    request = exception_services.request_exception(
+        researcher, "extended_protection", job=job, hours="12", justification="long eval"
+    )
+    try:
+        exception_services.approve_exception(cluster_admin, request.pk)
+    except ExceptionError:
+        pass  # refusing what the budget cannot cover keeps the promise too
+    for _ in range(12 * 6):  # twelve hours, charged and synced every ten minutes
+        clock.shift(dt.timedelta(minutes=10))
+        sync_cluster(cluster.pk)
+        charge_running_jobs()
+        run_pass(cluster)
+    assert remaining(budget_tree.olmo) >= 0

@@ -1,0 +1,174 @@
+"""Charges given back, and when (issue 9, point 2).
+
+Charging goes no further than the cluster's last sync, so an outage alone never charges past a
+job's real end (tests/scheduling/test_backend_outage.py). Three things still charge beyond what
+the job really used, and each is given back by reversal rows when the truth arrives:
+
+1. the backend confirms a finished job as running — Slurm keeps it COMPLETING (nodes held,
+   reported running) after its work ended — so the charge reaches that sync, past the end;
+2. a cluster never synced charges provisionally to now;
+3. the backend starts the attempt later than the pass decided (the dispatch was lost and
+   reconcile sent it again; Slurm queued it): charges before the real start go back.
+"""
+
+import datetime as dt
+
+import pytest
+import time_machine
+
+from budgets.models import Lien, UsageEntry
+from scheduling import passes
+from scheduling.accounting import charge_running_jobs
+from scheduling.backends import base as backend_base
+from scheduling.models import Job
+from scheduling.reconcile import sync_cluster
+from scheduling.services import JobRequest, submit_job
+from tests.scheduling.test_live_loop_stateful import CompletingBackend
+
+T0 = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.UTC)
+S = dt.timedelta(seconds=1)
+
+
+@pytest.fixture
+def frozen():
+    with time_machine.travel(T0, tick=False) as traveller:
+        yield traveller
+
+
+@pytest.fixture
+def completing(monkeypatch):
+    """The simulated backend, keeping a finished job COMPLETING for ten minutes."""
+    monkeypatch.setitem(
+        backend_base._REGISTRY, "simulated", f"{CompletingBackend.__module__}.CompletingBackend"
+    )
+    monkeypatch.setattr(CompletingBackend, "completing_s", 600)
+
+
+def _submit(researcher, duration_s=1800):
+    return submit_job(
+        researcher,
+        JobRequest(
+            name="t", project="nlp/olmo", cluster="jupiter", gpus=2,
+            min_runtime_s=3600, sim_duration_s=duration_s,
+        ),
+    )  # fmt: skip
+
+
+def _ledger(job):
+    return list(UsageEntry.objects.filter(job_ref=job.pk).order_by("pk"))
+
+
+def test_a_job_still_completing_is_charged_past_its_end_and_given_back_when_it_reports(
+    researcher, cluster, frozen, run_pass, completing
+):
+    job = _submit(researcher)
+    run_pass(cluster)
+    frozen.shift(300 * S)
+    assert sync_cluster(cluster.pk).finished == []
+    frozen.shift(1800 * S)  # its work ended at T0 + 1800 s; the backend still says running
+    assert sync_cluster(cluster.pk).finished == []
+    charge_running_jobs()
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 2100  # to the last sync
+
+    frozen.shift(600 * S)
+    assert sync_cluster(cluster.pk).finished == [job.pk]
+    job.refresh_from_db()
+    assert job.state == Job.State.COMPLETED
+    assert job.ended_at == job.last_charged_at == T0 + 1800 * S
+    charge, reversal = _ledger(job)
+    assert reversal.reverses_id == charge.pk  # appended, never a delete
+    assert (reversal.gpu_seconds, reversal.cost_gpu_seconds) == (-2 * 300, -2 * 300)
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 1800
+    assert not Lien.objects.filter(job_ref=job.pk, released_at__isnull=True).exists()
+    sync_cluster(cluster.pk)
+    charge_running_jobs()
+    assert len(_ledger(job)) == 2  # a charge is reversed once; nothing more is charged
+
+
+def test_the_reversal_is_written_with_the_close_or_not_at_all(
+    researcher, cluster, frozen, run_pass, completing, monkeypatch
+):
+    """Reversal and close share one transaction: a crash between them leaves neither."""
+    from scheduling import reconcile
+
+    job = _submit(researcher)
+    run_pass(cluster)
+    frozen.shift(2100 * S)
+    sync_cluster(cluster.pk)
+    charge_running_jobs()
+    frozen.shift(600 * S)
+
+    dying = True
+
+    def crash(name):
+        if dying and name == "reconcile.finish_charged":
+            raise RuntimeError("worker died")
+
+    monkeypatch.setattr(reconcile, "fault_point", crash)
+    with pytest.raises(RuntimeError):
+        sync_cluster(cluster.pk)
+    job.refresh_from_db()
+    assert job.state == Job.State.RUNNING
+    assert [e.gpu_seconds for e in _ledger(job)] == [2 * 2100]
+    dying = False
+    sync_cluster(cluster.pk)
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 1800
+
+
+def test_a_cluster_never_synced_charges_to_now_and_its_first_sync_gives_back_the_excess(
+    researcher, cluster, frozen, run_pass
+):
+    job = _submit(researcher)
+    run_pass(cluster)
+    frozen.shift(2400 * S)  # ended at 1800 s; nobody has synced this cluster yet
+    charge_running_jobs()
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 2400
+    assert sync_cluster(cluster.pk).finished == [job.pk]
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 1800
+    assert sum(e.cost_gpu_seconds for e in _ledger(job)) == 2 * 1800
+
+
+def test_charges_before_a_start_the_backend_confirms_later_are_given_back(
+    researcher, cluster, frozen
+):
+    job = _submit(researcher, duration_s=7200)
+    passes.run_pass(cluster.pk)  # decided at T0; its dispatch never ran (no commit here)
+    frozen.shift(120 * S)
+    assert sync_cluster(cluster.pk).redispatched == [job.pk]  # really starts now
+    charge_running_jobs()  # to the last sync, from the decided start
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 120
+    frozen.shift(60 * S)
+    sync_cluster(cluster.pk)  # the backend reports the start it made
+    job.refresh_from_db()
+    assert job.started_at == T0 + 120 * S
+    assert job.protected_until == T0 + 120 * S + 3600 * S
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 0
+    charge_running_jobs()
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 60
+
+
+def test_a_late_confirmed_restart_gives_back_only_its_own_early_charges(
+    researcher, cluster, frozen, run_pass
+):
+    """Found by the state machine: confirming a restarted attempt's later start reversed the
+    charges of the job's earlier attempt too, which ran and was paid for."""
+    from scheduling import dispatch
+
+    job = _submit(researcher, duration_s=7200)
+    run_pass(cluster)
+    frozen.shift(600 * S)
+    sync_cluster(cluster.pk)
+    charge_running_jobs()
+    job.refresh_from_db()
+    dispatch.backend_for(cluster).preempt(job.pk, job.external_id)  # stopped outside Allot
+    assert sync_cluster(cluster.pk).lost == [job.pk]  # requeued, charged to its end
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 600
+
+    passes.run_pass(cluster.pk)  # the second attempt, decided at 600 s; its dispatch is lost
+    frozen.shift(60 * S)
+    assert sync_cluster(cluster.pk).redispatched == [job.pk]
+    charge_running_jobs()
+    sync_cluster(cluster.pk)  # confirms the second attempt's start at 660 s
+    job.refresh_from_db()
+    assert (job.attempt, job.started_at) == (2, T0 + 660 * S)
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 600  # the first attempt stays paid
