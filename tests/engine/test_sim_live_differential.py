@@ -1,0 +1,112 @@
+"""Generated scenarios through the simulator and through the live loop: the same decisions.
+
+Hypothesis draws small organisations and traces: one cluster, or two of different GPU types
+(4 nodes of 8 GPUs at most in all), two programs with up to two projects each and random
+grants (parents cover their children, as the portal requires), and up to 10 jobs of random
+size, submit time, duration, minimum runtime, resumability, user and project (or none:
+unfunded work; funded work runs unfunded once its budget cannot cover it). ``sim_live.py``
+drives both sides; every start (nodes and funding), preemption and finish must agree, at the
+same second.
+
+Exact times, not a tolerance: every input lies on the 360 s pass grid, so every event of
+either side happens at a pass time, and the simulator's claim is precisely that the passes it
+skips are passes in which the live loop would change nothing. The run is derandomized (the
+same examples every time); ``ALLOT_DIFF_EXAMPLES`` sets how many, ``ALLOT_DIFF_RANDOM=1``
+explores new ones.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from django.db import transaction
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+
+from scheduling.engine.sim.scenario import ClusterSpec
+
+from .sim_live import HOUR, STEP, Case, LiveLoop, describe, job, make_run_pass, sim_events
+
+EXAMPLES = int(os.environ.get("ALLOT_DIFF_EXAMPLES", 40))
+HORIZON = 3 * HOUR
+FACTORS = {"H100": 1.0, "B200": 2.0}
+USERS = ["alice", "bob"]
+
+
+@st.composite
+def cases(draw) -> Case:
+    """A small scenario on the pass grid (see the module docstring)."""
+    first = draw(st.integers(1, 4))
+    clusters = [ClusterSpec("jupiter", "H100", first, 8)]
+    if first < 4 and draw(st.booleans()):
+        clusters.append(ClusterSpec("saturn", "B200", draw(st.integers(1, 4 - first)), 8))
+    budgets, leaves = [], []
+    for top in ["p", "q"][: draw(st.integers(1, 2))]:
+        hours = draw(st.integers(0, 40))
+        budgets.append((top, hours))
+        kids = draw(st.integers(0, 2))
+        if not kids:
+            leaves.append(top)
+        left = hours
+        for kid in ["a", "b"][:kids]:
+            grant = draw(st.integers(0, left))
+            left -= grant
+            budgets.append((f"{top}/{kid}", grant))
+            leaves.append(f"{top}/{kid}")
+    jobs = []
+    for n in range(draw(st.integers(1, 10))):
+        cluster = draw(st.sampled_from(clusters))
+        sizes = [1, 2, 4, 8] + ([16] if cluster.nodes >= 2 else [])
+        spec = job(
+            f"j{n}",
+            STEP * draw(st.integers(0, 10)),
+            draw(st.sampled_from(leaves + [""])),
+            draw(st.sampled_from(sizes)),
+            STEP * draw(st.integers(1, 15)),
+            min_runtime=draw(st.sampled_from([60, STEP, 3 * STEP, 1800, HOUR])),
+            resumable=draw(st.booleans()),
+            cluster=cluster.name,
+            user=draw(st.sampled_from(USERS)),
+        )
+        jobs.append(spec)
+    return Case(
+        clusters=tuple(clusters),
+        gpu_types={c.gpu_type: FACTORS[c.gpu_type] for c in clusters},
+        budgets=tuple(budgets),
+        jobs=tuple(jobs),
+        horizon_s=HORIZON,
+    )
+
+
+@pytest.fixture
+def run_pass(django_capture_on_commit_callbacks, monkeypatch):
+    return make_run_pass(django_capture_on_commit_callbacks, monkeypatch)
+
+
+def live_and_sim(case: Case, run_pass) -> tuple[list, list]:
+    live = LiveLoop(case, run_pass)
+    try:
+        with transaction.atomic():  # a fresh organisation for every example
+            expected = live.run()
+            transaction.set_rollback(True)
+    finally:
+        shutil.rmtree(live.tmp, ignore_errors=True)
+    return expected, sim_events(case, live.ids)
+
+
+@pytest.mark.django_db
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=os.environ.get("ALLOT_DIFF_RANDOM") != "1",
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=cases())
+def test_generated_scenarios_get_the_same_decisions_in_the_simulator_and_the_live_loop(
+    case, run_pass
+):
+    note(describe(case))
+    expected, simulated = live_and_sim(case, run_pass)
+    assert simulated == expected
