@@ -1,5 +1,6 @@
-"""The budget floor between passes: when a balance runs out, charging stops there and the
-live loop's next pass makes the run unallocated. Wake the simulator for that pass.
+"""Balances between passes: when one runs out, charging stops there and the live loop's next
+pass makes the run unallocated; when one falls below a waiting job's lien, that job stops
+being fundable (and stops holding nodes). Wake the simulator for the pass that sees it.
 
 The live loop charges a funded run past its protection only while its project and every
 ancestor have a balance (``accounting.Floor``), and its next pass (``engine.passes``,
@@ -10,9 +11,10 @@ safe from unfunded-preempting waiters, until the next event: hours, on a quiet c
 1. After every pass, each budget node's remaining (grant − spent − liens) falls at the rate
    of the funded runs in its subtree that are past their protection; a run still protected
    joins at its protection end (its lien pays until then). Solve for the first moment a
-   node reaches zero.
+   node reaches zero, or the largest lien of a waiting job it funds that it still covers.
 2. At that moment, charge up to it and stop charging every run of the node's subtree past
-   its protection: they run unallocated from then, as the live loop's charges stop there.
+   its protection whose balance is spent: they run unallocated from then, as the live
+   loop's charges stop there.
 3. Pass at the live loop's next pass time (the last pass plus whole intervals) so the
    waiting work sees them as preemptible when the live loop's does.
 A pass between replaces the watch.
@@ -32,14 +34,31 @@ class BudgetFloor:
         self.sim = sim
         self.token = 0
 
-    def watch(self, t: float) -> None:
-        """After a pass: schedule the first moment a balance runs out, if any."""
+    def watch(self, t: float, after: bool = False) -> None:
+        """After a pass: schedule the first moment a balance runs out or falls below a
+        waiting job's lien (``after``: strictly later than ``t``), if any."""
         self.token += 1
-        when = self._first_empty(t)
-        if when < math.inf:
+        when = self._first_crossing(t)
+        if when < math.inf and (when > t or not after):
             self.sim._push(when, FLOOR_KIND, self.token)
 
-    def _first_empty(self, t: float) -> float:
+    def _targets(self) -> dict[str, list[float]]:
+        """Per budget node: 0 and the liens of the waiting jobs it funds (a job stops being
+        fundable when a balance on its chain falls below its lien)."""
+        sim = self.sim
+        out: dict[str, list[float]] = {}
+        costs = list(sim.cluster_cost.values())
+        for pj in sim.pending.values():
+            if not pj.project:
+                continue
+            spec = sim.jobs[pj.id].spec
+            protected = pj.gpus * sim._protection(spec)
+            each = [sim.cluster_cost[spec.cluster]] if spec.cluster in sim.cluster_cost else costs
+            for anc in sim.up.get(pj.project, ()):
+                out.setdefault(anc, []).extend(protected * c for c in each)
+        return out
+
+    def _first_crossing(self, t: float) -> float:
         sim = self.sim
         drains: dict[str, list[tuple[float, float]]] = {}  # node -> (from when, rate)
         for r in sim.running.values():
@@ -51,9 +70,14 @@ class BudgetFloor:
         if not drains:
             return math.inf
         remaining = sim.remaining(t)
+        targets = self._targets()
         first = math.inf
         for node, parts in drains.items():
-            left, rate, at = remaining.get(node, math.inf), 0.0, t
+            left = remaining.get(node, math.inf)
+            below = [x for x in targets.get(node, ()) if x <= left]
+            target = max(below, default=0.0) if left > 0 else 0.0
+            left -= target  # the first target the falling balance reaches
+            rate, at = 0.0, t
             for start, r in sorted(parts) + [(math.inf, 0.0)]:
                 if rate > 0 and at + left / rate <= start:
                     first = min(first, at + left / rate)
@@ -80,7 +104,7 @@ class BudgetFloor:
             sim._rates(r, -1)
             sim.running[jid] = replace(r, funded=False, protection_source="none (unfunded)")
             sim._rates(sim.running[jid], +1)
-        steps = max(0, math.ceil((t - sim.last_pass) / sim.interval - 1e-9))
+        steps = max(1, math.ceil((t - sim.last_pass) / sim.interval - 1e-9))
         sim._wake(sim.last_pass + steps * sim.interval)
-        self.watch(t)  # another node may run out later
+        self.watch(t, after=True)  # another balance may cross later
         return False
