@@ -37,6 +37,8 @@ from scheduling.engine.model import (
 )
 from scheduling.engine.passes import MAX_VICTIM_SEARCHES_PER_POOL, Pass
 from scheduling.engine.sim.costs import FundableWaiters, split_attempt
+from scheduling.engine.sim.floor import FLOOR_KIND as _FLOOR
+from scheduling.engine.sim.floor import BudgetFloor
 from scheduling.engine.sim.scenario import Scenario, TraceJob
 from scheduling.engine.sim.standing import Standings
 from scheduling.engine.tree import FairTree
@@ -174,6 +176,7 @@ class Simulator:
         self.arrivals = 0  # submits and drain requests still to come
         self.last_holds: frozenset = frozenset()
         self.standing = Standings(self)
+        self.floor = BudgetFloor(self)
         self.cluster_of = {name: n.cluster for name, n in self.nodes.items()}
         self.cluster_cost = {
             c.name: scenario.gpu_types.get(c.gpu_type, 1.0) for c in scenario.clusters
@@ -365,6 +368,8 @@ class Simulator:
             return False
         if kind == _STANDING:
             return self.standing.check(t, payload)
+        if kind == _FLOOR:
+            return self.floor.reached(t, payload)
         if kind == _WAKE and payload == "period":
             # grants renew: work that ran out of budget may be funded now (the live loop
             # passes within an interval of the renewal); the next renewal, while work remains
@@ -465,6 +470,7 @@ class Simulator:
             self.standing.watch(t)
         else:
             self.standing.stop()
+        self.floor.watch(t)  # when a balance runs out, charges stop and a pass follows
         return bool(decisions.starts or decisions.preemptions or new_hold or budget_hit)
 
     def _preempted(self, t: float, job_id: str) -> None:

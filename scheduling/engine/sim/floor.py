@@ -1,0 +1,110 @@
+"""Balances between passes: when one runs out, charging stops there and the live loop's next
+pass makes the run unallocated; when one falls below a waiting job's lien, that job stops
+being fundable (and stops holding nodes). Wake the simulator for the pass that sees it.
+
+The live loop charges a funded run past its protection only while its project and every
+ancestor have a balance (``accounting.Floor``), and its next pass (``engine.passes``,
+``budget_floor``) turns the run unfunded, so that anyone may preempt it. An event-driven
+replay that only passed at trace events would keep charging the run, and keep it funded and
+safe from unfunded-preempting waiters, until the next event: hours, on a quiet cluster.
+
+1. After every pass, each budget node's remaining (grant − spent − liens) falls at the rate
+   of the funded runs in its subtree that are past their protection; a run still protected
+   joins at its protection end (its lien pays until then). Solve for the first moment a
+   node reaches zero, or the largest lien of a waiting job it funds that it still covers.
+2. At that moment, charge up to it and stop charging every run of the node's subtree past
+   its protection whose balance is spent: they run unallocated from then, as the live
+   loop's charges stop there.
+3. Pass at the live loop's next pass time (the last pass plus whole intervals) so the
+   waiting work sees them as preemptible when the live loop's does.
+A pass between replaces the watch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+FLOOR_KIND = 6  # simulator._FLOOR
+EPS = 1e-6  # GPU-seconds: a balance this close to zero is spent
+
+
+class BudgetFloor:
+    def __init__(self, sim) -> None:
+        self.sim = sim
+        self.token = 0
+
+    def watch(self, t: float, after: bool = False) -> None:
+        """After a pass: schedule the first moment a balance runs out or falls below a
+        waiting job's lien (``after``: strictly later than ``t``), if any."""
+        self.token += 1
+        when = self._first_crossing(t)
+        if when < math.inf and (when > t or not after):
+            self.sim._push(when, FLOOR_KIND, self.token)
+
+    def _targets(self) -> dict[str, list[float]]:
+        """Per budget node: 0 and the liens of the waiting jobs it funds (a job stops being
+        fundable when a balance on its chain falls below its lien)."""
+        sim = self.sim
+        out: dict[str, list[float]] = {}
+        costs = list(sim.cluster_cost.values())
+        for pj in sim.pending.values():
+            if not pj.project:
+                continue
+            spec = sim.jobs[pj.id].spec
+            protected = pj.gpus * sim._protection(spec)
+            each = [sim.cluster_cost[spec.cluster]] if spec.cluster in sim.cluster_cost else costs
+            for anc in sim.up.get(pj.project, ()):
+                out.setdefault(anc, []).extend(protected * c for c in each)
+        return out
+
+    def _first_crossing(self, t: float) -> float:
+        sim = self.sim
+        drains: dict[str, list[tuple[float, float]]] = {}  # node -> (from when, rate)
+        for r in sim.running.values():
+            if not r.funded:
+                continue
+            rate = r.gpus * sim.node_cost[r.nodes[0][0]]
+            for anc in sim.up.get(r.project, ()):
+                drains.setdefault(anc, []).append((max(t, r.protected_until_s), rate))
+        if not drains:
+            return math.inf
+        remaining = sim.remaining(t)
+        targets = self._targets()
+        first = math.inf
+        for node, parts in drains.items():
+            left = remaining.get(node, math.inf)
+            below = [x for x in targets.get(node, ()) if x <= left]
+            target = max(below, default=0.0) if left > 0 else 0.0
+            left -= target  # the first target the falling balance reaches
+            rate, at = 0.0, t
+            for start, r in sorted(parts) + [(math.inf, 0.0)]:
+                if rate > 0 and at + left / rate <= start:
+                    first = min(first, at + left / rate)
+                    break
+                if start == math.inf:
+                    break
+                left -= rate * (start - at)
+                at, rate = start, rate + r
+        return max(first, t)
+
+    def reached(self, t: float, token: int) -> bool:
+        """A balance ran out at ``t``: its subtree's runs past protection stop being charged.
+        Returns False: the pass comes at the live loop's next pass time, scheduled here."""
+        if token != self.token:
+            return False  # a pass since has replaced this watch
+        sim = self.sim
+        sim._charge(t)
+        remaining = sim.remaining(t)
+        for jid, r in list(sim.running.items()):
+            if not r.funded or t < r.protected_until_s:
+                continue
+            if min(remaining.get(p, math.inf) for p in sim.up.get(r.project, ())) > EPS:
+                continue
+            sim._rates(r, -1)
+            sim.running[jid] = replace(r, funded=False, protection_source="none (unfunded)")
+            sim._rates(sim.running[jid], +1)
+        steps = max(1, math.ceil((t - sim.last_pass) / sim.interval - 1e-9))
+        sim._wake(sim.last_pass + steps * sim.interval)
+        self.watch(t, after=True)  # another balance may cross later
+        return False
