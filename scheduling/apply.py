@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 
-from scheduling import accounting, dispatch
+from scheduling import accounting, bulk_writes, dispatch
 from scheduling.engine import model as m
 from scheduling.models import Job, JobEvent, Node
 from scheduling.snapshot import DISPLACED, SnapshotContext, from_epoch
@@ -183,11 +183,7 @@ def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime,
             continue  # bulk_update is costly per row: write only what changed
         job.pending_code, job.pending_message, job.queue_position, job.estimated_start = values
         waiting.append(job)
-    Job.objects.bulk_update(
-        waiting,
-        ["pending_code", "pending_message", "queue_position", "estimated_start"],
-        batch_size=500,
-    )
+    bulk_writes.write_waiting(waiting)
 
     explained = []
     for job_id, info in decisions.explanations.items():
@@ -198,7 +194,7 @@ def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime,
         if explanation != job.explanation:
             job.explanation = explanation
             explained.append(job)
-    Job.objects.bulk_update(explained, ["explanation"], batch_size=500)
+    bulk_writes.write_explanations(explained)
 
     drained = []
     for node in Node.objects.filter(cluster=cluster, drained=True):
