@@ -167,6 +167,24 @@ def remaining_cost_seconds(node: BudgetNode, period: BudgetPeriod | None = None)
     return int((grant or 0) * HOUR) - used - held
 
 
+def remaining_in_chain(chain: list[BudgetNode], period: BudgetPeriod | None = None) -> list[int]:
+    """``remaining_cost_seconds`` for each node of one chain (a node and its ancestors, top
+    first) in three queries instead of three per node: the top's subtree holds them all."""
+    period = period or BudgetPeriod.current()
+    grants = dict(
+        with_grants(BudgetNode.objects.filter(pk__in=[n.pk for n in chain]), period).values_list(
+            "pk", "grant_in_force"
+        )
+    )
+    top = min(chain, key=lambda n: len(n.path)).path
+    used = usage_by_path(period.start_at, period.end_at, under=top)
+    held = held_by_path(under=top)
+    return [
+        int((grants.get(n.pk) or 0) * HOUR) - used.get(n.path, 0) - held.get(n.path, 0)
+        for n in chain
+    ]
+
+
 def remaining_by_path(period: BudgetPeriod | None = None) -> dict[str, int]:
     """Cost-GPU-seconds every active node can still spend this period (grant − used − held,
     subtrees included), keyed by treebeard path: three queries, for the charging floor."""

@@ -12,7 +12,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from budgets.balances import chain_paths, remaining_cost_seconds
+from budgets.balances import chain_paths, remaining_in_chain
 from budgets.errors import BudgetValidationError, InsufficientFunds
 from budgets.models import BudgetNode, GpuType, Lien, UsageEntry
 
@@ -103,8 +103,7 @@ def hold_lien(node, job_ref, cost_gpu_seconds, *, require_funds=True, now=None) 
     if lien is not None and lien.released_at is None:
         return lien
     if require_funds:
-        for holder in chain:
-            remaining = remaining_cost_seconds(holder)
+        for holder, remaining in zip(chain, remaining_in_chain(chain), strict=True):
             if cost > remaining:
                 raise InsufficientFunds(
                     "cost_gpu_seconds",

@@ -47,7 +47,7 @@ class Command(BaseCommand):
         seed()
         out: dict = {"database": connection.vendor, "nodes": nodes, "gpus": nodes * 8}
         out.update(jobs=jobs, history=history, repeat=repeat)
-        with bench.offline_broker():
+        with bench.offline_broker(), bench.production_settings():
             fills = []
             for _ in range(repeat):
                 cluster = bench.make_cluster(bench.free_cluster_name(), nodes)
