@@ -167,21 +167,23 @@ def remaining_cost_seconds(node: BudgetNode, period: BudgetPeriod | None = None)
     return int((grant or 0) * HOUR) - used - held
 
 
-def remaining_in_chain(chain: list[BudgetNode], period: BudgetPeriod | None = None) -> list[int]:
-    """``remaining_cost_seconds`` for each node of one chain (a node and its ancestors, top
-    first) in three queries instead of three per node: the top's subtree holds them all."""
+def remaining_of(nodes: list[BudgetNode], period: BudgetPeriod | None = None) -> list[int]:
+    """``remaining_cost_seconds`` for each of ``nodes`` in three queries instead of three per
+    node. For one chain (a node and its ancestors) only the top's subtree is summed."""
     period = period or BudgetPeriod.current()
     grants = dict(
-        with_grants(BudgetNode.objects.filter(pk__in=[n.pk for n in chain]), period).values_list(
+        with_grants(BudgetNode.objects.filter(pk__in=[n.pk for n in nodes]), period).values_list(
             "pk", "grant_in_force"
         )
     )
-    top = min(chain, key=lambda n: len(n.path)).path
+    top = min(nodes, key=lambda n: len(n.path)).path
+    # Under the top node only when it is every node's ancestor (one chain); else the tree.
+    top = top if all(n.path.startswith(top) for n in nodes) else ""
     used = usage_by_path(period.start_at, period.end_at, under=top)
     held = held_by_path(under=top)
     return [
         int((grants.get(n.pk) or 0) * HOUR) - used.get(n.path, 0) - held.get(n.path, 0)
-        for n in chain
+        for n in nodes
     ]
 
 

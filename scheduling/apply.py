@@ -40,13 +40,17 @@ def _apply_preemption(job: Job, decision: m.Preempt, now: datetime) -> None:
     dispatch.enqueue_preempt(job)
 
 
-def _lien_holds(job: Job, decision: m.Start, now: datetime) -> bool:
-    """Hold a funded start's lien before anything else of the pass is written. Inside the pass
-    transaction it locks the project's budget chain, so a second cluster's pass waits for this
-    one to commit and then sees the spent balance. False: the balance is gone."""
-    job.nodes = [[name, gpus] for name, gpus in decision.nodes]  # priced by where it lands
-    protected_s = max(0, int(decision.protected_until_s - now.timestamp()))
-    return accounting.hold_start_lien(job, protected_s)
+def _liens_fail(jobs: dict, starts: list[m.Start], now: datetime) -> set[str]:
+    """Hold the funded starts' liens before anything else of the pass is written. Inside the
+    pass transaction it locks their budget chains, so a second cluster's pass waits for this
+    one to commit and then sees the spent balance. Returns the starts whose balance is gone."""
+    for decision in starts:  # priced by where it lands
+        jobs[decision.job_id].nodes = [[name, gpus] for name, gpus in decision.nodes]
+    protected = [
+        (jobs[d.job_id], max(0, int(d.protected_until_s - now.timestamp()))) for d in starts
+    ]
+    failed = accounting.hold_start_liens(protected)
+    return {d.job_id for d in starts if jobs[d.job_id].pk in failed}
 
 
 def _not_started(job: Job) -> None:
@@ -152,9 +156,7 @@ def _explanation_json(info: m.Explanation, job: Job) -> dict:
 def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime, cluster) -> dict:
     """Write one pass's decisions. Returns counts for the pass log."""
     jobs = ctx.jobs
-    unfunded = {
-        d.job_id for d in decisions.starts if d.funded and not _lien_holds(jobs[d.job_id], d, now)
-    }
+    unfunded = _liens_fail(jobs, [d for d in decisions.starts if d.funded], now)
     for decision in decisions.defunded:
         _apply_defund(jobs[decision.job_id], decision, now)
     for decision in decisions.preemptions:
