@@ -47,7 +47,7 @@ def hold_start_liens(starts: list[tuple[Job, int]]) -> set[int]:
         else:
             cost = pricing.cost_gpu_seconds(job, protected_s, known)
             requests.append((job.project, job.pk, cost))
-    return failed | ledger.hold_liens(requests)
+    return failed | (ledger.hold_liens(requests) if requests else set())
 
 
 class Floor:
