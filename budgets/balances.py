@@ -183,6 +183,26 @@ def hours_up(cost_gpu_seconds: int) -> Decimal:
     return (Decimal(-(-max(cost_gpu_seconds, 0) // 36)) / 100).quantize(CENT)
 
 
+def remaining_of(nodes: list[BudgetNode], period: BudgetPeriod | None = None) -> list[int]:
+    """``remaining_cost_seconds`` for each of ``nodes`` in three queries instead of three per
+    node. For one chain (a node and its ancestors) only the top's subtree is summed."""
+    period = period or BudgetPeriod.current()
+    grants = dict(
+        with_grants(BudgetNode.objects.filter(pk__in=[n.pk for n in nodes]), period).values_list(
+            "pk", "grant_in_force"
+        )
+    )
+    top = min(nodes, key=lambda n: len(n.path)).path
+    # Under the top node only when it is every node's ancestor (one chain); else the tree.
+    top = top if all(n.path.startswith(top) for n in nodes) else ""
+    used = usage_by_path(period.start_at, period.end_at, under=top)
+    held = held_by_path(under=top)
+    return [
+        int((grants.get(n.pk) or 0) * HOUR) - used.get(n.path, 0) - held.get(n.path, 0)
+        for n in nodes
+    ]
+
+
 def remaining_by_path(period: BudgetPeriod | None = None) -> dict[str, int]:
     """Cost-GPU-seconds every active node can still spend this period (grant − used − held,
     subtrees included), keyed by treebeard path: three queries, for the charging floor."""

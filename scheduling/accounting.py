@@ -32,21 +32,22 @@ def protected_window_cost(job: Job, protected_s: int) -> int:
     return pricing.cost_gpu_seconds(job, protected_s)
 
 
-def hold_start_lien(job: Job, protected_s: int) -> bool:
-    """Hold the protected window's cost on the job's whole budget chain. False when a balance
-    no longer covers it (another cluster's pass spent it first); the caller then does not
-    start the job as funded. Nothing is written on failure."""
+def hold_start_liens(starts: list[tuple[Job, int]]) -> set[int]:
+    """``hold_start_lien`` for all of a pass's funded starts (job, protected seconds), in
+    decision order, in a constant number of queries. Returns the ids of the jobs whose lien
+    failed (no project, or a balance no longer covers it); nothing is written for those."""
     from budgets import ledger
-    from budgets.errors import InsufficientFunds
 
-    if job.project_id is None:
-        return False
-    try:
-        with transaction.atomic():
-            ledger.hold_lien(job.project, job.pk, protected_window_cost(job, protected_s))
-    except InsufficientFunds:
-        return False
-    return True
+    failed, requests, known = set(), [], {}
+    for cluster_id in {job.cluster_id for job, _ in starts}:
+        known.update(pricing.known_places(cluster_id))
+    for job, protected_s in starts:
+        if job.project_id is None:
+            failed.add(job.pk)
+        else:
+            cost = pricing.cost_gpu_seconds(job, protected_s, known)
+            requests.append((job.project, job.pk, cost))
+    return failed | (ledger.hold_liens(requests) if requests else set())
 
 
 class Floor:

@@ -9,9 +9,7 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 
-from django.db import connection
-
-from scheduling import accounting, dispatch
+from scheduling import accounting, bulk_writes, dispatch
 from scheduling.engine import model as m
 from scheduling.models import Job, JobEvent, Node
 from scheduling.snapshot import DISPLACED, SnapshotContext, from_epoch
@@ -42,13 +40,17 @@ def _apply_preemption(job: Job, decision: m.Preempt, now: datetime) -> None:
     dispatch.enqueue_preempt(job)
 
 
-def _lien_holds(job: Job, decision: m.Start, now: datetime) -> bool:
-    """Hold a funded start's lien before anything else of the pass is written. Inside the pass
-    transaction it locks the project's budget chain, so a second cluster's pass waits for this
-    one to commit and then sees the spent balance. False: the balance is gone."""
-    job.nodes = [[name, gpus] for name, gpus in decision.nodes]  # priced by where it lands
-    protected_s = max(0, int(decision.protected_until_s - now.timestamp()))
-    return accounting.hold_start_lien(job, protected_s)
+def _liens_fail(jobs: dict, starts: list[m.Start], now: datetime) -> set[str]:
+    """Hold the funded starts' liens before anything else of the pass is written. Inside the
+    pass transaction it locks their budget chains, so a second cluster's pass waits for this
+    one to commit and then sees the spent balance. Returns the starts whose balance is gone."""
+    for decision in starts:  # priced by where it lands
+        jobs[decision.job_id].nodes = [[name, gpus] for name, gpus in decision.nodes]
+    protected = [
+        (jobs[d.job_id], max(0, int(d.protected_until_s - now.timestamp()))) for d in starts
+    ]
+    failed = accounting.hold_start_liens(protected)
+    return {d.job_id for d in starts if jobs[d.job_id].pk in failed}
 
 
 def _not_started(job: Job) -> None:
@@ -151,35 +153,10 @@ def _explanation_json(info: m.Explanation, job: Job) -> dict:
     }
 
 
-def _update_rows(rows: list[Job], fields: list[str]) -> None:
-    """Write ``fields`` of each row: one parametrised UPDATE, sent once with every row's values
-    (executemany). ``bulk_update`` builds a CASE WHEN per row and field in Python, about 1 ms a
-    row, paid while the pass holds its lock: on SQLite, the database's only write lock, which
-    every job submission waits for (a few hundred waiting jobs kept it ~0.3 s a pass)."""
-    if not rows:
-        return
-    quote = connection.ops.quote_name
-    columns = [Job._meta.get_field(name) for name in fields]
-    sql = "UPDATE {} SET {} WHERE {} = %s".format(
-        quote(Job._meta.db_table),
-        ", ".join(f"{quote(column.column)} = %s" for column in columns),
-        quote(Job._meta.pk.column),
-    )
-    values = [
-        [column.get_db_prep_save(getattr(row, column.attname), connection) for column in columns]
-        + [row.pk]
-        for row in rows
-    ]
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, values)
-
-
 def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime, cluster) -> dict:
     """Write one pass's decisions. Returns counts for the pass log."""
     jobs = ctx.jobs
-    unfunded = {
-        d.job_id for d in decisions.starts if d.funded and not _lien_holds(jobs[d.job_id], d, now)
-    }
+    unfunded = _liens_fail(jobs, [d for d in decisions.starts if d.funded], now)
     for decision in decisions.defunded:
         _apply_defund(jobs[decision.job_id], decision, now)
     for decision in decisions.preemptions:
@@ -208,7 +185,7 @@ def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime,
             continue  # write only what changed
         job.pending_code, job.pending_message, job.queue_position, job.estimated_start = values
         waiting.append(job)
-    _update_rows(waiting, ["pending_code", "pending_message", "queue_position", "estimated_start"])
+    bulk_writes.write_waiting(waiting)
 
     explained = []
     for job_id, info in decisions.explanations.items():
@@ -219,7 +196,7 @@ def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime,
         if explanation != job.explanation:
             job.explanation = explanation
             explained.append(job)
-    _update_rows(explained, ["explanation"])
+    bulk_writes.write_explanations(explained)
 
     drained = []
     for node in Node.objects.filter(cluster=cluster, drained=True):

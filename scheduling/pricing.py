@@ -59,6 +59,21 @@ def gpu_type_row(job: Job, known: dict | None = None):
     return row
 
 
+def known_places(cluster_id: int) -> dict:
+    """``gpu_type_row``'s cache filled for every priced node of a cluster (two queries), for a
+    pass that prices many starts. Unpriced nodes are left out: looking them up raises."""
+    from budgets.models import GpuType
+
+    rows = {row.name: row for row in GpuType.objects.all()}
+    return {
+        ("place", cluster_id, name): rows[gpu_type]
+        for name, gpu_type in Node.objects.filter(cluster_id=cluster_id).values_list(
+            "name", "gpu_type"
+        )
+        if gpu_type in rows
+    }
+
+
 def cost_factor(job: Job, known: dict | None = None) -> Decimal:
     return Decimal(str(gpu_type_row(job, known).cost_factor))
 

@@ -1,0 +1,92 @@
+"""A pass's cost in queries does not grow with the queue: the waiting jobs' report and the
+running jobs' explanations are written in bulk (scheduling.bulk_writes)."""
+
+import datetime as dt
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from scheduling import bulk_writes
+from scheduling.models import Job
+from scheduling.services import JobRequest, submit_job
+from tests.scheduling.conftest import make_cluster
+
+
+def backlog(user, cluster, count):
+    for index in range(count):
+        submit_job(
+            user,
+            JobRequest(
+                name=f"train-{index}",
+                project="nlp/olmo",
+                cluster=cluster.name,
+                gpus=16,  # the whole cluster: one starts, every other one waits
+                min_runtime_s=3600,
+                sim_duration_s=7200,
+            ),
+        )
+
+
+def queries_of_first_pass(run_pass, cluster) -> tuple[int, object]:
+    with CaptureQueriesContext(connection) as queries:
+        result = run_pass(cluster)
+    return len(queries), result
+
+
+def test_a_pass_runs_as_many_queries_for_200_waiting_jobs_as_for_20(researcher, tmp_path, run_pass):
+    small = make_cluster(tmp_path / "a", name="small")
+    large = make_cluster(tmp_path / "b", name="large")
+    backlog(researcher, small, 20)
+    backlog(researcher, large, 200)
+
+    few, few_result = queries_of_first_pass(run_pass, small)
+    many, many_result = queries_of_first_pass(run_pass, large)
+
+    assert (few_result.started, many_result.started) == (1, 1)
+    assert many == few
+    positions = list(
+        Job.objects.filter(cluster=large, state="pending")
+        .order_by("queue_position")
+        .values_list("queue_position", flat=True)
+    )
+    assert positions == list(range(1, 200))  # every waiting job's report was written
+
+
+@pytest.mark.parametrize("writer", ["_update_from_values", "_update_each"])
+def test_the_bulk_writer_stores_what_the_orm_would_store(researcher, cluster, writer, monkeypatch):
+    if writer == "_update_from_values" and connection.vendor != "postgresql":
+        pytest.skip("UPDATE ... FROM (VALUES ...) is the PostgreSQL path")
+    monkeypatch.setattr(
+        bulk_writes,
+        "_update_from_values" if writer == "_update_each" else "_update_each",
+        getattr(bulk_writes, writer),
+    )
+    backlog(researcher, cluster, 3)
+    first, second, third = Job.objects.filter(cluster=cluster).order_by("pk")
+    later = timezone.now().replace(microsecond=123456) + dt.timedelta(hours=2)
+    first.pending_code, first.pending_message = "Resources", "waits for 16 GPUs; it's 'quoted'"
+    first.queue_position, first.estimated_start = 1, later
+    second.pending_code, second.pending_message = "Priority", "behind job #1"
+    second.queue_position, second.estimated_start = 2, None
+    bulk_writes.write_waiting([first, second])
+    first.explanation = {"funded": True, "standing": [{"path": "nlp", "share": 0.5}]}
+    bulk_writes.write_explanations([first])
+
+    first.refresh_from_db()
+    second.refresh_from_db()
+    third.refresh_from_db()
+    assert (first.pending_code, first.queue_position, first.estimated_start) == (
+        "Resources",
+        1,
+        later,
+    )
+    assert first.pending_message == "waits for 16 GPUs; it's 'quoted'"
+    assert first.explanation == {"funded": True, "standing": [{"path": "nlp", "share": 0.5}]}
+    assert (second.pending_code, second.queue_position, second.estimated_start) == (
+        "Priority",
+        2,
+        None,
+    )
+    assert (third.pending_code, third.queue_position) == ("New", None)  # untouched
