@@ -34,6 +34,7 @@ from __future__ import annotations
 import gc
 from dataclasses import replace
 
+from scheduling.engine.explain import drain_times, explanations
 from scheduling.engine.model import (
     Decisions,
     Defund,
@@ -48,7 +49,7 @@ from scheduling.engine.pass_funded import FundedSteps
 from scheduling.engine.pass_memo import INF, MAX_VICTIM_SEARCHES_PER_POOL, QueueMemo
 from scheduling.engine.pass_place import PlaceSteps
 from scheduling.engine.placement import Held, Pool
-from scheduling.engine.report import drain_times, explanations, pending_infos
+from scheduling.engine.report import pending_infos
 from scheduling.engine.state import PassState
 
 __all__ = ["INF", "MAX_VICTIM_SEARCHES_PER_POOL", "Pass", "run_pass"]
