@@ -21,7 +21,7 @@ from scheduling.models import Cluster, Job, JobEvent, Node
 IDLE_AFTER = timedelta(hours=1)
 WAIT_WINDOW = timedelta(days=7)
 PREEMPTION_WINDOW = timedelta(hours=24)
-# How the engine words each cause of a preemption (scheduling/engine/passes.py).
+# How the engine words each cause of a preemption (scheduling/engine/pass_place.py, passes.py).
 CAUSES = {
     "after_protection": Q(message__startswith="Its protection had ended"),
     "unfunded": Q(message__startswith="It ran unfunded"),

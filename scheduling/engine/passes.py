@@ -23,14 +23,18 @@ Steps of ``run_pass``:
 
 The ``priority`` and ``fifo`` baselines use the same placement but their own order and no
 preemption or reservations: the greedy queue a lab runs without Allot.
+
+``Pass`` keeps the pass state, steps 1 to 3 and the loops of ``run``; its other methods come
+from mixins: ``pass_funded`` (step 6), ``pass_place`` (steps 5 and 7, starts, preemptions)
+and ``pass_memo`` (the fast paths of a saturated queue and their memo).
 """
 
 from __future__ import annotations
 
 import gc
-import math
 from dataclasses import replace
 
+from scheduling.engine.explain import drain_times, explanations
 from scheduling.engine.model import (
     Decisions,
     Defund,
@@ -38,25 +42,20 @@ from scheduling.engine.model import (
     HeldReservation,
     PendingJob,
     Preempt,
-    RunningJob,
     Snapshot,
     Start,
 )
+from scheduling.engine.pass_funded import FundedSteps
+from scheduling.engine.pass_memo import INF, MAX_VICTIM_SEARCHES_PER_POOL, QueueMemo
+from scheduling.engine.pass_place import PlaceSteps
 from scheduling.engine.placement import Held, Pool
-from scheduling.engine.preempt import (
-    earliest_nodes,
-    find_victims,
-    open_reserved,
-    reserved_preemptible,
-)
-from scheduling.engine.report import drain_times, explanations, pending_infos
+from scheduling.engine.report import pending_infos
 from scheduling.engine.state import PassState
 
-INF = math.inf
-MAX_VICTIM_SEARCHES_PER_POOL = 16  # bounds a pass on a saturated cluster (cf. bf_max_job_test)
+__all__ = ["INF", "MAX_VICTIM_SEARCHES_PER_POOL", "Pass", "run_pass"]
 
 
-class Pass:
+class Pass(FundedSteps, PlaceSteps, QueueMemo):
     def __init__(self, snap: Snapshot, details: bool = True):
         self.details = details
         self.st = PassState(snap)
@@ -260,369 +259,6 @@ class Pass:
             return ()
         kept = [d for d, _, _ in st.memory if d.by_id in st.running]
         return tuple(kept + [d for d in st.new_memory if d.by_id in st.running])
-
-    # ---- helpers -------------------------------------------------------------------------
-
-    def _interactive_ok(self, job: PendingJob) -> bool:
-        st = self.st
-        return st.interactive_by_user.get(job.user, 0) < st.policy.interactive_per_user
-
-    def _lane_room(self, job: PendingJob, pool: Pool) -> bool:
-        """On a cluster with an interactive pool, every session counts against it, funded or
-        not (an unfunded session used to bypass it through the unfunded path)."""
-        st = self.st
-        cap = st.policy.interactive_pool_gpus.get(pool.cluster, 0)
-        return cap <= 0 or st.interactive_gpus.get(pool.cluster, 0) + job.gpus <= cap
-
-    def _try_interactive(self, job: PendingJob) -> bool:
-        st = self.st
-        if not self._interactive_ok(job):
-            self.funded_fail[job.id] = "InteractiveLimit"
-            return True
-        for pool in st.pools_for(job):
-            cap = st.policy.interactive_pool_gpus.get(pool.cluster, 0)
-            if st.interactive_gpus.get(pool.cluster, 0) + job.gpus > cap:
-                continue
-            if not st.can_fund(job, pool):
-                return False  # no lien, no lane: it waits like any unfunded job
-            placement = pool.find(job.gpus)
-            victims: tuple[str, ...] = ()
-            if placement is None:
-                found = find_victims(st, pool, job, any_rank=True)
-                if found is None:
-                    continue
-                _, placement, victims = found
-            self._start(job, pool, placement, True, victims, "an interactive session")
-            return True
-        self.funded_fail[job.id] = "InteractiveLimit"
-        return True
-
-    def _try_funded(self, job: PendingJob) -> bool:
-        """Place a funded job or record why it waits. False: it is unfunded (try later)."""
-        st = self.st
-        pools = st.pools_for(job)
-        if job.kind == "interactive" and st.policy.interactive_pool_gpus:
-            pools = [p for p in pools if self._lane_room(job, p)]
-            if not pools:
-                self.funded_fail[job.id] = "InteractiveLimit"
-                return True
-        if not all(p.fits_ever(job.gpus) for p in pools):
-            pools = [p for p in pools if p.fits_ever(job.gpus)]
-            if not pools:  # it can never fit: it must not block the jobs behind it
-                self.funded_fail[job.id] = "ExceedsCapacity"
-                return True
-        if len(pools) == 1 and self.fairshare and self._hopeless(pools[0], job):
-            self.waits_in = pools
-            if not st.can_fund(job, pools[0]):
-                return False
-            self.funded_fail[job.id] = "Priority"  # fast path: a better job already waits here
-            return True
-        if self.fairshare and self._quiet(job, pools):
-            # the slow path would find no placement, search nowhere and wait for Priority
-            self.waits_in = pools
-            if not any(st.can_fund(job, p) for p in pools):
-                return False
-            self.funded_fail[job.id] = "Priority"
-            return True
-        fundable = [p for p in pools if st.can_fund(job, p)]
-        if not fundable:
-            return False if self.fairshare else self._greedy(job, pools, funded=False)
-        if not self.fairshare:
-            return self._greedy(job, fundable, funded=True)
-        for pool in fundable:
-            placement = pool.find(job.gpus, self._backfill_rule(job, pool, True))
-            if placement is not None:
-                self._start(job, pool, placement, True, (), "")
-                return True
-        best = None
-        for pool in fundable if st.policy.preemption else ():
-            reserved = open_reserved(st, pool, job)  # its own reservation: always searched
-            futile = self._search_futile(pool, job.project, job.gpus)
-            if not pool.fits_ever(job.gpus) or (futile and not reserved):
-                continue
-            alike = None if reserved else self._alike(pool, job)
-            if alike is not None and self.failed_alike.get(alike, job.gpus + 1) <= job.gpus:
-                found = None  # a job that may preempt exactly the same jobs found none
-            else:
-                found = find_victims(st, pool, job, reserved=reserved, only_reserved=futile)
-                if found is None and alike is not None:
-                    self.failed_alike[alike] = min(self.failed_alike.get(alike, job.gpus), job.gpus)
-            n = self.searches[id(pool)] = self.searches.get(id(pool), 0) + 1
-            if n >= MAX_VICTIM_SEARCHES_PER_POOL:
-                self.epoch += 1  # from now on no search in this pool: every job's fate moves
-            else:  # only this project's memo moved
-                self.version[job.project] = self.version.get(job.project, 0) + 1
-            if found is None:
-                if not reserved:
-                    key = (id(pool), job.project)
-                    self.failed_search[key] = min(self.failed_search.get(key, job.gpus), job.gpus)
-            elif best is None or found[0] < best[0]:
-                on = {pool.names[i] for i, _ in found[1] if i in reserved}
-                why = (
-                    f"a job of {job.project} holding an approved reservation on {min(on)}"
-                    if on
-                    else ""
-                )
-                best = (found[0], pool, found[1], found[2], why)
-        if best is not None:
-            self._start(job, best[1], best[2], True, best[3], best[4])
-            return True
-        self._reserve(job, fundable)
-        return True
-
-    def _greedy(self, job: PendingJob, pools: list[Pool], funded: bool) -> bool:
-        for pool in pools:
-            if job.kind == "interactive" and not self._lane_room(job, pool):
-                continue
-            placement = pool.find(job.gpus)
-            if placement is not None:
-                self._start(job, pool, placement, funded, (), "")
-                return True
-        self._block(pools)
-        self.waits_in = pools
-        self.funded_fail[job.id] = "Unfunded" if not funded else "Resources"
-        return True
-
-    def _baseline_full(self, queue: list[PendingJob]) -> bool:
-        """A baseline places jobs on free, unheld GPUs only and never preempts: once no pool
-        has one, no job that needs a GPU can start, and nothing else happens to it (its
-        reason, left out without details). Checked when the pools last changed."""
-        epoch, full = self._full_at
-        if epoch != self.epoch:
-            full = all(p.max_free() == 0 for p in self.st.pools.values())
-            if full and self._min_gpus is None:
-                self._min_gpus = min((j.gpus for j in queue), default=1)
-            full = full and self._min_gpus >= 1
-            self._full_at = (self.epoch, full)
-        return full
-
-    def _alike(self, pool: Pool, job: PendingJob) -> tuple:
-        """What a victim search of ``job`` in ``pool`` depends on besides its size, at this
-        epoch: which projects of the funded running jobs it may preempt (``_Below``) and the
-        jobs shielded from it. Jobs of two projects with the same answer find the same
-        victims; a failed search of one (``failed_alike``) settles the other's, for its size
-        and larger, as the failed-search memo does within a project."""
-        st = self.st
-        if self._alike_epoch != self.epoch:
-            self._alike_epoch = self.epoch
-            self._funded_projects = sorted({r.project for r in st.running.values() if r.funded})
-        below = st.tree.strictly_below
-        preemptor = job.project
-        return (
-            self.epoch,
-            id(pool),
-            tuple(below(p, preemptor) for p in self._funded_projects),
-            st.shielded_from(preemptor),
-        )
-
-    def _block(self, pools: list[Pool]) -> None:
-        for pool in pools:
-            if id(pool) not in self.blocked_pools:
-                self.blocked_pools.add(id(pool))
-                self.epoch += 1
-
-    def _waits(self, job: PendingJob, tried: list[Pool]) -> bool | None:
-        """The fate of ``job``, of the shape of a job that just waited in pools ``tried``
-        with nothing changed since (see ``run``); None when that does not settle it.
-        Fair share: it waits for Priority if one of them can fund it, else it is unfunded
-        (``_try_funded``'s fast paths). A baseline: no placement in the pools it would try,
-        so ``_greedy`` blocks them and records why."""
-        st = self.st
-        if self.fairshare:
-            if any(st.can_fund(job, p) for p in tried):
-                self.funded_fail[job.id] = "Priority"
-                return True
-            return False
-        pools = [p for p in st.pools_for(job) if p.fits_ever(job.gpus)]
-        fundable = [p for p in pools if st.can_fund(job, p)]
-        target = fundable or pools
-        ids = {id(p) for p in tried}
-        if any(id(p) not in ids for p in target):
-            return None
-        self._block(target)
-        self.funded_fail[job.id] = "Resources" if fundable else "Unfunded"
-        return True
-
-    def _saturated(self) -> bool:
-        """No free GPU anywhere, not even on held nodes, and no victim search can succeed:
-        every job further down the queue would wait, so the pass can stop early."""
-        epoch, hit = self._saturated_at
-        if epoch != self.epoch:
-            hit = self._is_saturated()
-            self._saturated_at = (self.epoch, hit)
-        return hit
-
-    def _is_saturated(self) -> bool:
-        for pool in self.st.pools.values():
-            if pool.max_free() > 0 or any(pool.free[i] > 0 for i in pool.held):
-                return False
-            if not self._search_futile(pool):
-                return False
-            if pool.held and reserved_preemptible(self.st, pool):
-                return False
-        return True
-
-    def _hopeless(self, pool: Pool, job: PendingJob) -> bool:
-        """A better-ranked job already waits in this pool, nothing fits and no victim search
-        can succeed: the job waits for Priority without further work. Most of a saturated
-        queue takes this path, which keeps a pass O(n log n) with a small constant."""
-        return (
-            id(pool) in self.blocked_pools
-            and (
-                job.gpus > pool.max_free()
-                if not pool.is_multi(job.gpus)
-                else len(pool.whole) * pool.max_size < job.gpus
-            )
-            and all(pool.free[i] < job.gpus for i in pool.held)
-            and self._search_futile(pool)
-            and not open_reserved(self.st, pool, job)
-        )
-
-    def _quiet(self, job: PendingJob, pools: list[Pool]) -> bool:
-        """In each of ``pools`` (the job's pools that could ever hold it) a better-ranked job
-        already waits, nothing fits (on a free node nor on a held one), no victim search can
-        succeed (its budget is spent, or a job of this project and no larger size found none)
-        and no reservation of the job's subtree has opened. Then the slow path of
-        ``_try_funded`` places nothing, searches nowhere and ``_reserve`` says Priority (every
-        pool is blocked): the job waits, or is unfunded if no pool can fund it. ``_hopeless``
-        covers one pool and a spent search budget; this covers the per-project memo, which on
-        a saturated cluster is what most of the queue meets."""
-        gpus, project, blocked = job.gpus, job.project, self.blocked_pools
-        for pool in pools:
-            if id(pool) not in blocked:
-                return False
-            free, held = pool.free, pool.held
-            if pool.is_multi(gpus):
-                size, drained = pool.size, pool.drained
-                whole = sum(size[i] for i in pool.whole)
-                whole += sum(
-                    size[i]
-                    for i, h in held.items()
-                    if not drained[i] and free[i] == size[i] and (h.reservation or h.start_s != INF)
-                )
-                if whole >= gpus:
-                    return False
-            elif gpus <= pool.max_free() or any(
-                free[i] >= gpus and (h.reservation or h.start_s != INF) for i, h in held.items()
-            ):  # a funded job never backfills a node held with no known start
-                return False
-            if not self._search_futile(pool, project, gpus):
-                return False
-            if held and open_reserved(self.st, pool, job):
-                return False
-        return True
-
-    def _search_futile(self, pool: Pool, project: str | None = None, gpus: int = 0) -> bool:
-        """No victim search in ``pool`` can succeed: its budget is spent, or (``project``
-        given) a job of that project and no larger size already found none this pass."""
-        if self.searches.get(id(pool), 0) >= MAX_VICTIM_SEARCHES_PER_POOL:
-            return True
-        if project is None:
-            return False
-        return self.failed_search.get((id(pool), project), gpus + 1) <= gpus
-
-    def _reserve(self, job: PendingJob, pools: list[Pool]) -> None:
-        st = self.st
-        self.funded_fail[job.id] = "Resources"
-        if any(id(p) in self.blocked_pools for p in pools):
-            self.funded_fail[job.id] = "Priority"
-            return
-        best = None
-        for pool in pools:
-            found = earliest_nodes(st, pool, job)
-            if found is not None and (best is None or found[0] < best[0]):
-                best = (found[0], pool, found[1], found[2])
-        self._block(pools)
-        if best is None:
-            return
-        # Held even when no time is known (start_s infinity): the GPUs that free up there
-        # are kept for it, so worse-ranked funded work never overtakes it on them.
-        start_s, pool, idxs, blockers = best
-        self.epoch += 1
-        for i in idxs:
-            pool.hold(i, Held(job.id, start_s, job.project))
-        self.holder_of[job.id] = (pool, start_s, blockers)
-        self.holds.append(HeldReservation(job.id, tuple(pool.names[i] for i in idxs), start_s))
-
-    def _backfill_rule(self, job: PendingJob, pool: Pool, funded: bool):
-        st = self.st
-
-        def usable(h: Held) -> bool:
-            if h.project and (job.project == h.project or job.project.startswith(h.project + "/")):
-                return h.reservation  # an approved reservation serves its whole subtree
-            if not funded:
-                return True  # preemptible at any moment
-            if h.start_s == INF or st.now + st.protection(job) > h.start_s:
-                return False  # it could still hold the GPUs when the holder may start
-            return h.reservation or st.tree.strictly_below(job.project, h.project)
-
-        return usable
-
-    def _try_unfunded(self, job: PendingJob) -> None:
-        st = self.st
-        lane_full = False
-        for pool in st.pools_for(job):
-            if job.kind == "interactive" and not self._lane_room(job, pool):
-                lane_full = True
-                continue
-            placement = pool.find(job.gpus, self._backfill_rule(job, pool, False))
-            if placement is not None:
-                self._start(job, pool, placement, False, (), "")
-                return
-        self.funded_fail[job.id] = "InteractiveLimit" if lane_full else "Unfunded"
-
-    def _start(self, job, pool: Pool, placement, funded: bool, victims, why: str) -> None:
-        st = self.st
-        self.epoch += 1
-        for vid in victims:
-            victim = st.running[vid]
-            if not victim.funded:
-                reason = (
-                    f"It ran unfunded and job {job.id} of {job.project or 'no project'} "
-                    "needed the GPUs."
-                )
-            elif why:
-                reason = f"Its protection had ended and {why} ({job.id}) needed the GPUs."
-            else:
-                reason = (
-                    f"Its protection had ended and job {job.id} of {job.project} ranks above "
-                    f"{victim.project} in the budget tree."
-                )
-                st.new_memory.append(
-                    Displacement(victim.id, victim.project, job.id, job.project, st.now)
-                )
-            self._preempt(victim, job.id, reason)
-        nodes = tuple((pool.names[i], g) for i, g in placement)
-        protected = st.now + st.protection(job) if funded else st.now
-        if funded:
-            st.spend(job.project, st.lien(job, pool))
-        run = RunningJob(
-            job.id,
-            job.project,
-            job.user,
-            job.gpus,
-            nodes,
-            st.now,
-            protected,
-            funded,
-            job.kind,
-            job.resumable,
-            job.submit_s,
-            "exception" if job.max_protection_s is not None else "contract",
-        )
-        for i, g in placement:
-            pool.take(i, job.id, g)
-        st.running[job.id] = run
-        if job.kind == "interactive":
-            st.interactive_by_user[job.user] = st.interactive_by_user.get(job.user, 0) + 1
-            st.interactive_gpus[pool.cluster] = st.interactive_gpus.get(pool.cluster, 0) + job.gpus
-        self.started.add(job.id)
-        self.starts.append(Start(job.id, nodes, funded, protected))
-
-    def _preempt(self, job: RunningJob, by: str | None, reason: str) -> None:
-        self.epoch += 1
-        self.st.remove_running(job.id)
-        self.preempts.append(Preempt(job.id, reason, by, True))
 
 
 def run_pass(snapshot: Snapshot, details: bool = True) -> Decisions:

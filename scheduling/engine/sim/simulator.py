@@ -17,6 +17,10 @@ again; a funded start holds a lien on the unspent part of its protected window. 
 node's remaining is its grant minus what its whole subtree spent and holds in liens, so a
 program's remaining is never larger than what its projects left it. Preemption costs what the
 scenario says (``costs.py``).
+
+``Simulator`` keeps the event loop and applies each pass's decisions; charging usage, the
+balances and the snapshot live in ``accounting.py``, the result and its reporting steps in
+``result.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from __future__ import annotations
 import gc
 import heapq
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from scheduling.engine.model import (
     BudgetNode,
@@ -36,9 +40,11 @@ from scheduling.engine.model import (
     Snapshot,
 )
 from scheduling.engine.passes import MAX_VICTIM_SEARCHES_PER_POOL, Pass
+from scheduling.engine.sim.accounting import Accounting
 from scheduling.engine.sim.costs import FundableWaiters, split_attempt
 from scheduling.engine.sim.floor import FLOOR_KIND as _FLOOR
 from scheduling.engine.sim.floor import BudgetFloor
+from scheduling.engine.sim.result import JobState, ResultReport, SimResult, size_class
 from scheduling.engine.sim.scenario import Scenario, TraceJob
 from scheduling.engine.sim.standing import Standings
 from scheduling.engine.tree import FairTree
@@ -52,46 +58,7 @@ _FINISH_AFTER_START = 4
 _WAKE, _SUBMIT, _FINISH, _DRAIN, _SAMPLE, _STANDING = 3, 2, 0, 1, 4, 5
 
 
-@dataclass
-class JobState:
-    spec: TraceJob
-    left_s: float  # work still to do
-    attempt: int = 0
-    first_start_s: float | None = None
-    end_s: float | None = None
-    overhead_s: float = 0.0  # restart overhead of the current attempt
-
-
-@dataclass
-class SimResult:
-    policy: str
-    horizon_s: float
-    scenario: Scenario
-    tree: FairTree
-    total_gpus: int
-    busy_gpu_s: float
-    allocated: dict[str, float]  # project -> cost-normalised funded GPU-seconds
-    unallocated: dict[str, float]  # project ("" = none) -> unfunded GPU-seconds
-    waits: dict[str, list[float]]
-    wait_by_size: dict[str, list[float]]
-    submitted: int
-    completed: int
-    preemptions: int
-    protected_preemptions: int
-    drains: list[dict]
-    events: list[tuple[float, int, int, str, str, str, str]] = field(default_factory=list)
-    samples: list[dict] = field(default_factory=list)
-    passes: int = 0
-    wasted: dict[str, float] = field(default_factory=dict)  # project -> GPU-seconds (costed)
-    fragmentation: dict[str, float] = field(default_factory=dict)  # project -> GPU-seconds
-    fragmentation_total: float = 0.0
-
-
-def size_class(gpus: int) -> str:
-    return "1" if gpus == 1 else "2-4" if gpus <= 4 else "5-8" if gpus <= 8 else ">8"
-
-
-class Simulator:
+class Simulator(Accounting, ResultReport):
     def __init__(
         self,
         scenario: Scenario,
@@ -198,80 +165,6 @@ class Simulator:
             self.seq += 1
             rank = EVENT_ORDER[event] if order is None else order
             self.res.events.append((t, rank, self.seq, job_id, event, nodes, funded))
-
-    # ---- accounting --------------------------------------------------------------------
-
-    def _charge(self, t: float) -> None:
-        t0 = self.charged_to
-        if t <= t0:
-            return
-        period_s = self.sc.window_s
-        while True:  # split at budget period boundaries
-            boundary = (self.period + 1) * period_s
-            stop = min(t, boundary)
-            dt = stop - t0
-            for project, r in self.rate.items():
-                if r:
-                    self.usage.charge(project, t0, stop, r)
-                    self.spent[project] += r * dt
-                    self.res.allocated[project] += r * dt
-            for key, r in self.user_rate.items():
-                if r:
-                    self.user_usage.charge(key, t0, stop, r)
-            for project, r in self.unfunded_rate.items():
-                if r:
-                    self.res.unallocated[project] += r * dt
-            self.res.busy_gpu_s += self.busy * dt
-            for cluster, projects in self.frag_now.items():
-                idle = self._idle(cluster)
-                if idle > 0 and projects and dt > 0:
-                    self.res.fragmentation_total += idle * dt
-                    for project in projects:
-                        self.res.fragmentation[project] += idle * dt
-            t0 = stop
-            if stop < boundary:
-                break
-            self.period += 1  # a period starts at its boundary: its grants are there
-            self.spent.clear()
-            if stop >= t:
-                break
-        self.charged_to = t
-
-    def remaining(self, t: float) -> dict[str, float]:
-        """Each budget node's grant minus what its subtree spent this period and holds in
-        liens (the unspent part of running funded jobs' protected windows)."""
-        used: dict[str, float] = defaultdict(float)
-        for p, spent in self.spent.items():
-            for anc in self.up.get(p, ()):
-                used[anc] += spent
-        for r in self.running.values():
-            if r.funded and r.protected_until_s > t:
-                lien = (r.protected_until_s - t) * r.gpus * self.node_cost[r.nodes[0][0]]
-                for anc in self.up.get(r.project, ()):
-                    used[anc] += lien
-        return {p: grant - used.get(p, 0.0) for p, grant in self.grants.items()}
-
-    def _snapshot(self, t: float, remaining: dict[str, float]) -> Snapshot:
-        budgets = tuple(
-            BudgetNode(p, self.shares[p], self.usage.value(p, t), remaining[p]) for p in self.shares
-        )
-        user_usage = {k: self.user_usage.value(k, t) for k in self.user_usage.keys()}
-        nodes = tuple(
-            replace(n, drained=True) if n.name in self.drain_req else n for n in self.nodes.values()
-        )
-        return Snapshot(
-            t,
-            nodes,
-            budgets,
-            tuple(self.running.values()),
-            tuple(self.pending.values()),
-            self.sc.gpu_types,
-            user_usage,
-            (),
-            self.policy,
-            chain_balances=True,
-            displacements=self.displacements,
-        )
 
     # ---- the loop ----------------------------------------------------------------------
 
@@ -396,40 +289,6 @@ class Simulator:
             priority=s.priority,
         )
 
-    def _protection(self, s: TraceJob) -> float:
-        """The engine's protected window for a start (state.PassState.protection)."""
-        pol = self.policy
-        limit = pol.max_min_runtime_s
-        if s.kind == "interactive":
-            limit = min(limit, pol.interactive_max_runtime_s)
-        return max(pol.min_protection_s, min(s.min_runtime_s, limit))
-
-    def _idle(self, cluster: str) -> int:
-        """Free GPUs of the cluster, leaving out nodes being drained (nothing lands there)."""
-        idle = self.cluster_gpus[cluster] - self.busy_on[cluster]
-        for n in self.drain_req:
-            if self.cluster_of[n] == cluster:
-                idle -= self.nodes[n].gpus - self.node_busy[n]
-        return idle
-
-    def _stop(self, job_id: str) -> RunningJob:
-        r = self.running.pop(job_id)
-        self._rates(r, -1)
-        self.frag_now.pop(self.cluster_of[r.nodes[0][0]], None)  # until the next pass
-        return r
-
-    def _rates(self, r: RunningJob, sign: int) -> None:
-        cost = self.node_cost[r.nodes[0][0]]
-        self.busy += sign * r.gpus
-        self.busy_on[self.cluster_of[r.nodes[0][0]]] += sign * r.gpus
-        for name, g in r.nodes:
-            self.node_busy[name] += sign * g
-        if r.funded:
-            self.rate[r.project] += sign * r.gpus * cost
-            self.user_rate[(r.project, r.user)] += sign * r.gpus * cost
-        else:
-            self.unfunded_rate[r.project] += sign * r.gpus * cost
-
     def _pass(self, t: float) -> bool:
         """One engine pass at ``t``, applied. True when the live loop's next pass, one
         interval later, could decide something new: this one started, preempted or held
@@ -516,37 +375,6 @@ class Simulator:
         if s.funded and s.protected_until_s > t:
             self._push(s.protected_until_s, _WAKE)
         self._event(t, pj.id, START, _names(s.nodes), str(s.funded).lower())
-
-    def _sample(self, t: float) -> None:
-        self._charge(t)
-        total = sum(self.res.allocated.values()) or 1.0
-        programs: dict[str, float] = defaultdict(float)
-        for project, used in self.res.allocated.items():
-            programs[project.split("/")[0]] += used / total
-        horizon = t or 1.0
-        self.res.samples.append(
-            {
-                "t_s": t,
-                "delivered": dict(programs),
-                "utilization": self.res.busy_gpu_s / (self.total_gpus * horizon) if t else 0.0,
-                "busy_now": self.busy / self.total_gpus,
-            }
-        )
-
-    def _finish_report(self, horizon: float) -> None:
-        for r in self.running.values():  # the restart overhead already paid at the horizon
-            paid = min(self.jobs[r.id].overhead_s, horizon - r.start_s)
-            self.res.wasted[r.project] += paid * r.gpus * self.node_cost[r.nodes[0][0]]
-        for state in self.jobs.values():  # censored waits: still waiting at the horizon
-            s = state.spec
-            if state.first_start_s is None and s.submit_s <= horizon:
-                self.res.waits[s.project].append(horizon - s.submit_s)
-                self.res.wait_by_size[size_class(s.gpus)].append(horizon - s.submit_s)
-        for node, at in sorted(self.drain_req.items(), key=lambda x: (x[1], x[0])):
-            self.res.drains.append(
-                {"node": node, "requested_s": at, "drained_s": self.drained_at[node]}
-            )
-        self.res.events.sort()
 
 
 def _names(nodes) -> str:

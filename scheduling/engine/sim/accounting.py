@@ -1,0 +1,118 @@
+"""Accounting of a replay: usage charged from the running jobs' rates, budget balances with
+their liens, and the snapshot handed to the engine. Mixed into ``simulator.Simulator``."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+
+from scheduling.engine.model import BudgetNode, RunningJob, Snapshot
+from scheduling.engine.sim.scenario import TraceJob
+
+
+class Accounting:
+    def _charge(self, t: float) -> None:
+        t0 = self.charged_to
+        if t <= t0:
+            return
+        period_s = self.sc.window_s
+        while True:  # split at budget period boundaries
+            boundary = (self.period + 1) * period_s
+            stop = min(t, boundary)
+            dt = stop - t0
+            for project, r in self.rate.items():
+                if r:
+                    self.usage.charge(project, t0, stop, r)
+                    self.spent[project] += r * dt
+                    self.res.allocated[project] += r * dt
+            for key, r in self.user_rate.items():
+                if r:
+                    self.user_usage.charge(key, t0, stop, r)
+            for project, r in self.unfunded_rate.items():
+                if r:
+                    self.res.unallocated[project] += r * dt
+            self.res.busy_gpu_s += self.busy * dt
+            for cluster, projects in self.frag_now.items():
+                idle = self._idle(cluster)
+                if idle > 0 and projects and dt > 0:
+                    self.res.fragmentation_total += idle * dt
+                    for project in projects:
+                        self.res.fragmentation[project] += idle * dt
+            t0 = stop
+            if stop < boundary:
+                break
+            self.period += 1  # a period starts at its boundary: its grants are there
+            self.spent.clear()
+            if stop >= t:
+                break
+        self.charged_to = t
+
+    def remaining(self, t: float) -> dict[str, float]:
+        """Each budget node's grant minus what its subtree spent this period and holds in
+        liens (the unspent part of running funded jobs' protected windows)."""
+        used: dict[str, float] = defaultdict(float)
+        for p, spent in self.spent.items():
+            for anc in self.up.get(p, ()):
+                used[anc] += spent
+        for r in self.running.values():
+            if r.funded and r.protected_until_s > t:
+                lien = (r.protected_until_s - t) * r.gpus * self.node_cost[r.nodes[0][0]]
+                for anc in self.up.get(r.project, ()):
+                    used[anc] += lien
+        return {p: grant - used.get(p, 0.0) for p, grant in self.grants.items()}
+
+    def _snapshot(self, t: float, remaining: dict[str, float]) -> Snapshot:
+        budgets = tuple(
+            BudgetNode(p, self.shares[p], self.usage.value(p, t), remaining[p]) for p in self.shares
+        )
+        user_usage = {k: self.user_usage.value(k, t) for k in self.user_usage.keys()}
+        nodes = tuple(
+            replace(n, drained=True) if n.name in self.drain_req else n for n in self.nodes.values()
+        )
+        return Snapshot(
+            t,
+            nodes,
+            budgets,
+            tuple(self.running.values()),
+            tuple(self.pending.values()),
+            self.sc.gpu_types,
+            user_usage,
+            (),
+            self.policy,
+            chain_balances=True,
+            displacements=self.displacements,
+        )
+
+    def _protection(self, s: TraceJob) -> float:
+        """The engine's protected window for a start (state.PassState.protection)."""
+        pol = self.policy
+        limit = pol.max_min_runtime_s
+        if s.kind == "interactive":
+            limit = min(limit, pol.interactive_max_runtime_s)
+        return max(pol.min_protection_s, min(s.min_runtime_s, limit))
+
+    def _idle(self, cluster: str) -> int:
+        """Free GPUs of the cluster, leaving out nodes being drained (nothing lands there)."""
+        idle = self.cluster_gpus[cluster] - self.busy_on[cluster]
+        for n in self.drain_req:
+            if self.cluster_of[n] == cluster:
+                idle -= self.nodes[n].gpus - self.node_busy[n]
+        return idle
+
+    def _stop(self, job_id: str) -> RunningJob:
+        r = self.running.pop(job_id)
+        self._rates(r, -1)
+        self.frag_now.pop(self.cluster_of[r.nodes[0][0]], None)  # until the next pass
+        return r
+
+    def _rates(self, r: RunningJob, sign: int) -> None:
+        cost = self.node_cost[r.nodes[0][0]]
+        self.busy += sign * r.gpus
+        self.busy_on[self.cluster_of[r.nodes[0][0]]] += sign * r.gpus
+        for name, g in r.nodes:
+            self.node_busy[name] += sign * g
+        if r.funded:
+            self.rate[r.project] += sign * r.gpus * cost
+            self.user_rate[(r.project, r.user)] += sign * r.gpus * cost
+        else:
+            self.unfunded_rate[r.project] += sign * r.gpus * cost
