@@ -91,7 +91,14 @@ def _protect(request, now) -> dict:
 
     if request.job_id is None:
         return {}
-    job = apply_protection_exception(request.job_id, int(request.hours * 3600), request.source)
+    try:
+        job = apply_protection_exception(request.job_id, int(request.hours * 3600), request.source)
+    except BudgetError as exc:  # the lien for the extra protected hours does not fit
+        raise ExceptionValidationError(
+            "hours",
+            f"Job #{request.job_id} cannot be protected for {request.hours_label} h: its "
+            f"budget cannot hold the lien for the extra protected time. {exc.message}",
+        ) from None
     until = (
         f"; protected until {job.protected_until:%Y-%m-%d %H:%M %Z}"
         if (job.state == job.State.RUNNING and job.protected_until)
