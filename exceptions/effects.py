@@ -1,8 +1,9 @@
 """What an active exception changes, and how its expiry undoes it.
 
 - extended_protection: the job may be protected for `hours` from each start (the scheduling
-  service extends a running job's current protection now, and cites the exception as the
-  job's protection source). Expiry hands the job back to its own contract.
+  service extends a running job's current protection now, growing its lien for the extra
+  protected time, and cites the exception as the job's protection source; if the budget cannot
+  hold that lien, the approval is refused). Expiry hands the job back to its own contract.
 - budget_topup: the node's grant for the current period rises by `gpu_hours`, through
   `budgets.services.set_grant` (which checks it fits the parent and writes the audit row,
   citing the exception). If it does not fit, only leadership can make room: with a

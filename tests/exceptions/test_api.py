@@ -190,6 +190,8 @@ def test_an_extension_its_budget_cannot_hold_is_refused_by_the_api(
     )
     refused = api(cluster_admin).post(f"/api/v1/exceptions/{created.json()['id']}/approve/")
     assert (refused.status_code, refused.json()["field"]) == (400, "hours")
-    assert "nlp/olmo has 6.0 GPU-hours left; this needs 32.0 (26.0 short)" in refused.json()["message"]
+    assert (
+        "nlp/olmo has 6.0 GPU-hours left; this needs 32.0 (26.0 short)" in refused.json()["message"]
+    )
     again = api(researcher).get(f"/api/v1/exceptions/{created.json()['id']}/")
     assert again.json()["state"] == "submitted" and again.json()["approvals"] == []

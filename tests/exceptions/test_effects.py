@@ -9,9 +9,8 @@ import pytest
 import time_machine
 from django.utils import timezone
 
-from budgets.balances import with_grants
 from budgets import services as budget_services
-from budgets.balances import remaining_by_path
+from budgets.balances import remaining_by_path, with_grants
 from budgets.models import AuditEntry, BudgetNode, Grant, Lien
 from budgets.periods import BudgetPeriod
 from exceptions import services
