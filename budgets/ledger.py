@@ -93,23 +93,13 @@ def hold_lien(node, job_ref, cost_gpu_seconds, *, require_funds=True, now=None) 
     # counts against every ancestor, and two passes must not both spend its last hours.
     # NO KEY: usage rows being charged to these nodes (their foreign-key checks take KEY SHARE
     # at commit) must not wait for a lien, or a pass and a charge deadlock.
-    chain = list(
-        BudgetNode.objects.select_for_update(no_key=True)
-        .filter(path__in=chain_paths(node))
-        .order_by("path")
-    )
+    chain = _locked_chain(node)
     node = chain[-1]
     lien = Lien.objects.select_for_update().filter(job_ref=job_ref).first()
     if lien is not None and lien.released_at is None:
         return lien
     if require_funds:
-        for holder, remaining in zip(chain, remaining_of(chain), strict=True):
-            if cost > remaining:
-                raise InsufficientFunds(
-                    "cost_gpu_seconds",
-                    f"{holder.label} has {max(remaining, 0) / 3600:,.1f} GPU-hours left; "
-                    f"this needs {cost / 3600:,.1f}.",
-                )
+        _require_funds(chain, cost)
     now = now or timezone.now()
     if lien is None:
         return Lien.objects.create(
@@ -126,6 +116,51 @@ def hold_lien(node, job_ref, cost_gpu_seconds, *, require_funds=True, now=None) 
             "released_at",
         ]
     )
+    return lien
+
+
+def _locked_chain(node) -> list[BudgetNode]:
+    return list(
+        BudgetNode.objects.select_for_update(no_key=True)
+        .filter(path__in=chain_paths(node))
+        .order_by("path")
+    )
+
+
+def _require_funds(chain, cost: int) -> None:
+    """Every node of the (locked) chain must still cover ``cost``; else InsufficientFunds
+    naming the first that cannot, what it has left and the shortfall."""
+    for holder, remaining in zip(chain, remaining_of(chain), strict=True):
+        if cost > remaining:
+            raise InsufficientFunds(
+                "cost_gpu_seconds",
+                f"{holder.label} has {max(remaining, 0) / 3600:,.1f} GPU-hours left; "
+                f"this needs {cost / 3600:,.1f} ({(cost - max(remaining, 0)) / 3600:,.1f} "
+                "short).",
+            )
+
+
+@transaction.atomic
+def extend_lien(node, job_ref, outstanding_gpu_seconds, *, now=None) -> Lien:
+    """Make the job's lien hold ``outstanding_gpu_seconds`` still to be charged (its
+    protection was extended while it runs): the lien grows by what it does not already hold,
+    and, as at start, the project and every ancestor must cover that increase under a lock
+    on the chain; otherwise InsufficientFunds and nothing is written. A lien that already
+    holds as much is left as it is; a job without an open lien gets one (``hold_lien``)."""
+    outstanding = int(outstanding_gpu_seconds)
+    if outstanding < 0:
+        raise BudgetValidationError("cost_gpu_seconds", "A lien cannot be negative.")
+    chain = _locked_chain(node)
+    lien = Lien.objects.select_for_update().filter(job_ref=job_ref).first()
+    if lien is None or lien.released_at is not None:
+        return hold_lien(node, job_ref, outstanding, now=now)
+    held = max(lien.cost_gpu_seconds - lien.charged_gpu_seconds, 0)
+    increase = outstanding - held
+    if increase <= 0:
+        return lien
+    _require_funds(chain, increase)
+    lien.cost_gpu_seconds = max(lien.cost_gpu_seconds, lien.charged_gpu_seconds) + increase
+    lien.save(update_fields=["cost_gpu_seconds"])
     return lien
 
 

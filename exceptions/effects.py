@@ -1,8 +1,9 @@
 """What an active exception changes, and how its expiry undoes it.
 
 - extended_protection: the job may be protected for `hours` from each start (the scheduling
-  service extends a running job's current protection now, and cites the exception as the
-  job's protection source). Expiry hands the job back to its own contract.
+  service extends a running job's current protection now, growing its lien for the extra
+  protected time, and cites the exception as the job's protection source; if the budget cannot
+  hold that lien, the approval is refused). Expiry hands the job back to its own contract.
 - budget_topup: the node's grant for the current period rises by `gpu_hours`, through
   `budgets.services.set_grant` (which checks it fits the parent and writes the audit row,
   citing the exception). If it does not fit, only leadership can make room: with a
@@ -91,7 +92,14 @@ def _protect(request, now) -> dict:
 
     if request.job_id is None:
         return {}
-    job = apply_protection_exception(request.job_id, int(request.hours * 3600), request.source)
+    try:
+        job = apply_protection_exception(request.job_id, int(request.hours * 3600), request.source)
+    except BudgetError as exc:  # the lien for the extra protected hours does not fit
+        raise ExceptionValidationError(
+            "hours",
+            f"Job #{request.job_id} cannot be protected for {request.hours_label} h: its "
+            f"budget cannot hold the lien for the extra protected time. {exc.message}",
+        ) from None
     until = (
         f"; protected until {job.protected_until:%Y-%m-%d %H:%M %Z}"
         if (job.state == job.State.RUNNING and job.protected_until)

@@ -32,6 +32,19 @@ def protected_window_cost(job: Job, protected_s: int) -> int:
     return pricing.cost_gpu_seconds(job, protected_s)
 
 
+def extend_protection_lien(job: Job, protected_until: datetime) -> None:
+    """A running funded job's protection now lasts to ``protected_until``: its lien must hold
+    every protected second not yet charged, at the price of its nodes (a protected run is
+    charged in full, so only the lien keeps its budget above zero). Raises InsufficientFunds
+    (naming the budget and the shortfall) when the project or an ancestor cannot cover the
+    increase; nothing is written then. The caller holds the job row."""
+    from budgets import ledger
+
+    charged_to = max(job.last_charged_at or job.started_at, job.started_at)
+    seconds = max(0, int((protected_until - charged_to).total_seconds()))
+    ledger.extend_lien(job.project, job.pk, pricing.cost_gpu_seconds(job, seconds))
+
+
 def hold_start_liens(starts: list[tuple[Job, int]]) -> set[int]:
     """``hold_start_lien`` for all of a pass's funded starts (job, protected seconds), in
     decision order, in a constant number of queries. Returns the ids of the jobs whose lien

@@ -228,11 +228,19 @@ def set_node_drain(user, node_id: int, drained: bool, reason: str = "") -> Node:
 @transaction.atomic
 def apply_protection_exception(job_id: int, protected_s: int, source: str) -> Job:
     """An approved extended_protection exception: the job may be protected for ``protected_s``
-    from each start (beyond the 8 h cap). A running job's current protection is extended now."""
+    from each start (beyond the 8 h cap). A running job's current protection is extended now,
+    and its lien grows to cover the extra protected time (a pending job's lien is taken at
+    start for its whole protection). Raises budgets' InsufficientFunds, writing nothing, when
+    its budget chain cannot cover that."""
+    from scheduling import accounting
+
     job = Job.objects.select_for_update().get(pk=job_id)
     fields = {"max_protection_s": protected_s, "protection_source": source[:100]}
     if job.state == Job.State.RUNNING and job.started_at and job.funded:  # unfunded: never
-        fields["protected_until"] = job.started_at + timedelta(seconds=protected_s)
+        until = job.started_at + timedelta(seconds=protected_s)
+        if job.project_id is not None and until > (job.protected_until or job.started_at):
+            accounting.extend_protection_lien(job, until)
+        fields["protected_until"] = until
     return _change_protection(
         job, fields, f"protection extended to {protected_s / 3600:g} h by {source}"
     )

@@ -1,5 +1,6 @@
-"""Fixtures for the exceptions workflow: a cluster, a running job of the researcher's, people
-with email addresses, and a helper that files a request through the service."""
+"""Fixtures for the exceptions workflow: a priced cluster, a running funded job of the
+researcher's (with the lien its start holds), people with email addresses, and a helper that
+files a request through the service."""
 
 import datetime as dt
 from decimal import Decimal
@@ -7,8 +8,11 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from budgets import ledger
 from exceptions import services
+from scheduling import accounting
 from scheduling.models import Cluster, Job, Node
+from tests.budgets.factories import GpuTypeFactory
 
 
 @pytest.fixture(autouse=True)
@@ -20,6 +24,7 @@ def _emails(personas):
 
 @pytest.fixture
 def cluster(db):
+    GpuTypeFactory(name="H100", cost_factor="1.000")
     found = Cluster.objects.create(name="jupiter", gpu_type="H100")
     for i in range(4):
         Node.objects.create(cluster=found, name=f"jupiter-{i:02d}", gpus=8, gpu_type="H100")
@@ -29,7 +34,7 @@ def cluster(db):
 def running_job(owner, project, cluster, *, hours_ago=1.0, min_runtime_h=8, gpus=8):
     now = timezone.now()
     started = now - dt.timedelta(hours=hours_ago)
-    return Job.objects.create(
+    job = Job.objects.create(
         name="deadline run",
         owner=owner,
         project=project,
@@ -43,6 +48,10 @@ def running_job(owner, project, cluster, *, hours_ago=1.0, min_runtime_h=8, gpus
         protected_until=started + dt.timedelta(hours=min_runtime_h),
         nodes=[["jupiter-00", gpus]],
     )
+    # What a funded start holds: the lien for its protected window (scheduling.apply).
+    cost = accounting.protected_window_cost(job, int(min_runtime_h * 3600))
+    ledger.hold_lien(project, job.pk, cost, now=started)
+    return job
 
 
 @pytest.fixture

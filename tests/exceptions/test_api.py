@@ -173,3 +173,25 @@ def test_the_list_runs_a_fixed_number_of_queries(leader, researcher, topup):
 
 def test_anonymous_callers_are_refused(client):
     assert APIClient().get("/api/v1/exceptions/").status_code in (401, 403)
+
+
+def test_an_extension_its_budget_cannot_hold_is_refused_by_the_api(
+    researcher, cluster_admin, budget_tree, cluster
+):
+    from budgets import services as budget_services
+    from tests.exceptions.conftest import running_job
+
+    budget_services.set_grant(None, budget_tree.olmo, 70)  # 64 GPU-hours held: 6 left
+    job = running_job(researcher, budget_tree.olmo, cluster)
+    created = api(researcher).post(
+        "/api/v1/exceptions/",
+        {"kind": "extended_protection", "job": job.pk, "hours": "12", "justification": "x"},
+        format="json",
+    )
+    refused = api(cluster_admin).post(f"/api/v1/exceptions/{created.json()['id']}/approve/")
+    assert (refused.status_code, refused.json()["field"]) == (400, "hours")
+    assert (
+        "nlp/olmo has 6.0 GPU-hours left; this needs 32.0 (26.0 short)" in refused.json()["message"]
+    )
+    again = api(researcher).get(f"/api/v1/exceptions/{created.json()['id']}/")
+    assert again.json()["state"] == "submitted" and again.json()["approvals"] == []

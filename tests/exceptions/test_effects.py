@@ -9,14 +9,16 @@ import pytest
 import time_machine
 from django.utils import timezone
 
-from budgets.balances import with_grants
-from budgets.models import AuditEntry, BudgetNode, Grant
+from budgets import services as budget_services
+from budgets.balances import remaining_by_path, with_grants
+from budgets.models import AuditEntry, BudgetNode, Grant, Lien
 from budgets.periods import BudgetPeriod
 from exceptions import services
 from exceptions.errors import ExceptionValidationError
 from exceptions.models import ExceptionRequest
 from exceptions.tasks import housekeeping
-from scheduling.models import Job, Reservation
+from scheduling.models import Job, JobEvent, Reservation
+from tests.exceptions.conftest import running_job
 
 
 def grant(node, period=None):
@@ -37,6 +39,43 @@ def test_approved_protection_extends_the_running_job_and_cites_the_exception(
     request.refresh_from_db()
     assert request.state == "active"
     assert "protected for 12 h" in request.events.filter(kind="effect").get().message
+
+
+def test_extending_a_running_jobs_protection_grows_its_lien_by_the_extra_hours(
+    protection, job, cluster_admin, budget_tree
+):
+    before = remaining_by_path()[budget_tree.olmo.path]
+    lien = Lien.objects.get(job_ref=job.pk, released_at__isnull=True)
+    assert lien.cost_gpu_seconds == 8 * 8 * 3600  # the start's 8 protected hours
+    services.approve_exception(cluster_admin, protection(hours=12).pk)
+    lien.refresh_from_db()
+    assert lien.cost_gpu_seconds == 8 * 12 * 3600  # nothing charged yet: 12 h still to pay
+    assert remaining_by_path()[budget_tree.olmo.path] == before - 8 * 4 * 3600
+
+
+def test_an_extension_the_budget_cannot_hold_is_refused_and_nothing_changes(
+    researcher, cluster_admin, budget_tree, cluster
+):
+    budget_services.set_grant(None, budget_tree.olmo, 70)  # 8 GPUs × 8 h held: 6 h left
+    job = running_job(researcher, budget_tree.olmo, cluster)
+    request = services.request_exception(
+        researcher, "extended_protection", job=job.pk, hours=12, justification="Deadline."
+    )
+    events, audits = request.events.count(), AuditEntry.objects.count()
+    with pytest.raises(ExceptionValidationError) as refused:
+        services.approve_exception(cluster_admin, request.pk)
+    assert refused.value.field == "hours"
+    assert "nlp/olmo has 6.0 GPU-hours left; this needs 32.0 (26.0 short)" in refused.value.message
+    request.refresh_from_db()
+    assert request.state == "submitted" and not request.approvals.exists()
+    assert request.events.count() == events and AuditEntry.objects.count() == audits
+    job.refresh_from_db()
+    assert job.protected_until == job.started_at + dt.timedelta(hours=8)
+    assert (job.max_protection_s, job.protection_source) == (None, "contract")
+    assert not JobEvent.objects.filter(job=job, kind="protection").exists()
+    assert Lien.objects.get(job_ref=job.pk).cost_gpu_seconds == 8 * 8 * 3600
+    assert remaining_by_path()[budget_tree.olmo.path] == 6 * 3600
+    services.reject_exception(cluster_admin, request.pk, reason="no budget")  # still decidable
 
 
 def test_protection_expires_with_its_job_and_hands_it_back_to_its_contract(

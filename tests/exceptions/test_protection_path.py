@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 import time_machine
 
-from budgets.models import GpuType
+from budgets.models import GpuType, Lien
 from exceptions import services
 from exceptions.errors import ExceptionPermissionError
 from exceptions.tasks import housekeeping
@@ -52,6 +52,8 @@ def test_protection_approved_while_pending_holds_from_every_start(
     long_job.refresh_from_db()
     assert long_job.state == Job.State.RUNNING
     assert long_job.protected_until == T0 + dt.timedelta(hours=12)  # not the 8 h cap
+    lien = Lien.objects.get(job_ref=long_job.pk, released_at__isnull=True)
+    assert lien.cost_gpu_seconds == 8 * 12 * 3600  # the start's lien holds all 12 h
     assert long_job.protection_source == f"exception #{request.pk}"
 
     # After its protection a drain preempts it; it is requeued and restarts 13 h after T0.

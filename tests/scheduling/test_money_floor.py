@@ -178,14 +178,6 @@ def test_a_preemption_charges_every_second_even_after_a_charge_ran_since_the_sna
     assert charged(job) == 8 * 21 * 60  # no second skipped, none twice
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: an extended protection approved for a running job extends "
-    "protected_until without a lien for the extra hours (scheduling.services."
-    "apply_protection_exception), and a protected run is charged in full, so the budget goes "
-    "below zero with no lien open. The fix belongs with the approval: hold the extra lien, or "
-    "refuse the approval the budget cannot cover, as a top-up its parent cannot hold is.",
-)
 def test_an_extended_protection_granted_mid_run_cannot_take_a_budget_below_zero(
     researcher, cluster_admin, cluster, budget_tree, clock, run_pass
 ):
@@ -209,3 +201,29 @@ def test_an_extended_protection_granted_mid_run_cannot_take_a_budget_below_zero(
         charge_running_jobs()
         run_pass(cluster)
     assert remaining(budget_tree.olmo) >= 0
+
+
+def test_an_extended_protection_the_budget_covers_is_held_and_charged_to_the_hour(
+    researcher, cluster_admin, cluster, budget_tree, clock, run_pass
+):
+    from exceptions import services as exception_services
+
+    budget_services.set_grant(None, budget_tree.olmo, 30)
+    job = submit(researcher, gpus=2, min_runtime_s=600, sim_duration_s=20 * 3600)
+    run_pass(cluster)
+    clock.shift(dt.timedelta(hours=1))  # past its own 10 minutes: charged under the floor
+    charge_running_jobs()
+    request = exception_services.request_exception(
+        researcher, "extended_protection", job=job, hours="12", justification="long eval"
+    )
+    exception_services.approve_exception(cluster_admin, request.pk)
+    job.refresh_from_db()
+    assert job.protected_until == T0 + dt.timedelta(hours=12)
+    lien = Lien.objects.get(job_ref=job.pk, released_at__isnull=True)
+    assert lien.cost_gpu_seconds - lien.charged_gpu_seconds == 2 * 11 * 3600  # hours 1 to 12
+    assert remaining(budget_tree.olmo) == (30 - 2 - 22) * 3600
+    for _ in range(11):
+        clock.shift(dt.timedelta(hours=1))
+        charge_running_jobs()
+        assert remaining(budget_tree.olmo) == (30 - 2 - 22) * 3600  # the lien pays
+    assert charged(job) == 2 * 12 * 3600
