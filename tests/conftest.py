@@ -39,6 +39,18 @@ def redis_url():
 
 
 @pytest.fixture
+def eager_celery():
+    """Celery tasks run in-process, right where they are queued (after the commit, for those
+    queued on commit), unless a test starts a real worker."""
+    from portal.celery import app as celery_app
+
+    previous = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = previous
+
+
+@pytest.fixture
 def chromium_path():
     path = os.environ.get("ALLOT_CHROMIUM", "/usr/bin/chromium")
     if not shutil.which(path):

@@ -12,7 +12,6 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from budgets.models import UsageEntry
-from portal.celery import app as celery_app
 from scheduling import discovery, passes, reconcile
 from scheduling.accounting import charge_running_jobs
 from scheduling.identity import set_account
@@ -27,11 +26,8 @@ MIN = dt.timedelta(minutes=1)
 
 
 @pytest.fixture(autouse=True)
-def eager_tasks():
-    previous = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = previous
+def eager_tasks(eager_celery):
+    """Dispatch runs in-process, right after the pass commits."""
 
 
 def charged_gpu_seconds(job: Job) -> int:

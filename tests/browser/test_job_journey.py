@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from budgets.models import GpuType
-from portal.celery import app as celery_app
 from scheduling.models import Cluster, Job, Node
 from scheduling.passes import run_pass
 from scheduling.reconcile import sync_cluster
@@ -22,13 +21,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def eager(settings):
+def eager(settings, eager_celery):
     """Dispatch tasks run in-process, right after the pass commits."""
     settings.CELERY_TASK_ALWAYS_EAGER = True
-    previous = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = previous
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ PostgreSQL, a Celery worker and beat on Redis, under concurrent submitters and a
 It runs on a scratch database of its own (created and dropped here, next to the suite's test
 database) and a Celery queue of its own, so nothing it submits reaches another test."""
 
-import json
 import os
 import secrets
 import shutil
@@ -21,7 +20,7 @@ from django.conf import settings
 
 from tests.conftest import service_missing
 from tests.portal.livedemo import free_port, manage, wait_for
-from tests.portal.test_load import _answers, _load_script
+from tests.portal.test_load import _answers, load_and_check
 
 pytestmark = [pytest.mark.load, pytest.mark.celery]
 
@@ -99,18 +98,7 @@ def test_gunicorn_on_postgresql_under_submitters_and_a_fuzzer_serves_no_5xx(tmp_
         with processes(production, commands, tmp_path) as running:
             url = f"http://127.0.0.1:{port}"
             wait_for(lambda: _answers(f"{url}/login/"), 90)
-            args = ["--url", url, "--submitters", "8", "--seconds", "15", "--settle", "60"]
-            if shutil.which("schemathesis", path=str(bin_dir)):
-                args += ["--fuzz-examples", "2"]
-            out = tmp_path / "load.json"
-            code = _load_script().main([*args, "--json", str(out)])
-            report = json.loads(out.read_text())
-            load = report["load"]
-            assert load["server_errors"] == 0, load["server_error_samples"]
-            assert load["transport_errors"] == 0, load["transport_error_samples"]
-            assert load["submitted"] > 0
-            assert report["after"]["picked_up"] == report["after"]["sampled"]  # queue moved
-            assert code == 0, report
+            load_and_check(url, tmp_path)
             assert all(p.poll() is None for p in running.values()), {
                 name: p.returncode for name, p in running.items()
             }

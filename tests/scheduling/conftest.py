@@ -2,18 +2,13 @@
 
 import pytest
 
-from portal.celery import app as celery_app
 from scheduling.models import Cluster, Node
 from tests.budgets.factories import GpuTypeFactory
 
 
 @pytest.fixture(autouse=True)
-def eager_tasks():
+def eager_tasks(eager_celery):
     """Dispatch tasks run in-process unless a test starts a real worker."""
-    previous = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = previous
 
 
 def make_cluster(

@@ -77,12 +77,18 @@ def markdown(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def replay_parser(doc: str) -> argparse.ArgumentParser:
+    """The arguments every replay of a trace slice takes: scenario, trace and the slice."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("scenario")
     ap.add_argument("trace")
     ap.add_argument("--until", type=float, required=True)
     ap.add_argument("--from", dest="from_s", type=float, default=0.0)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = replay_parser(__doc__)
     ap.add_argument("--pass-interval", type=float, default=60.0)
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     ap.add_argument("--workers", type=int, default=2)

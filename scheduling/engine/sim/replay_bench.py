@@ -14,7 +14,6 @@ so only figures measured side by side compare.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -22,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from scheduling.engine.sim.compare import replay_parser
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -121,11 +122,7 @@ def markdown(rows: list[dict], rev: str | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("scenario")
-    ap.add_argument("trace")
-    ap.add_argument("--until", type=float, required=True)
-    ap.add_argument("--from", dest="from_s", type=float, default=0.0)
+    ap = replay_parser(__doc__)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--policies", default="fairshare,priority,fifo")
     ap.add_argument("--baseline-rev", help="git revision whose engine replays side by side")
