@@ -71,6 +71,8 @@ def job_detail(request, pk):
         "min_runtime_h": job.min_runtime_s / 3600,
         "can_cancel": services.can_cancel(request.user, job) and not job.is_terminal,
         "command": job.command if can_see_command(request.user, job) else None,
+        # Declared variables may hold credentials: shown to whoever may see the command.
+        "env": sorted((job.env or {}).items()) if can_see_command(request.user, job) else [],
         "protection_request": services.protection_request_url(job),
     }
     return render_page(request, "scheduling/job_detail.html", "job-status", context)

@@ -45,3 +45,19 @@ def test_the_job_pages_show_the_command_only_to_those_who_may_see_it(
         page = client.get(url)
         assert page.status_code == 200
         assert (SECRET.encode() in page.content) == (who in ALLOWED), url
+
+
+@pytest.mark.parametrize("who", ALLOWED + REFUSED)
+def test_the_job_page_shows_declared_variables_only_to_those_who_may_see_the_command(
+    client, people, researchers_job, who
+):
+    # What a submission declaring these variables stores (tests/scheduling/test_submission.py).
+    type(researchers_job).objects.filter(pk=researchers_job.pk).update(
+        env={"WANDB_API_KEY": "k-123", "EPOCHS": "3"}
+    )
+    client.force_login(people[who])
+    page = client.get(f"/jobs/{researchers_job.pk}/").content
+    assert (b"WANDB_API_KEY=k-123" in page) == (who in ALLOWED)
+    assert (b"EPOCHS=3" in page) == (who in ALLOWED)
+    api = client.get(f"/api/v1/jobs/{researchers_job.pk}/").json()
+    assert api["env"] == ({"WANDB_API_KEY": "k-123", "EPOCHS": "3"} if who in ALLOWED else None)
