@@ -1,6 +1,8 @@
 """The queue index and a cluster's queue: order, reasons, estimates, privacy, health, and a
 query count that does not grow with the queue."""
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -10,7 +12,7 @@ from scheduling.models import Cluster
 from tests.scheduling.test_pages_factories import cluster_fixture, make_cluster, make_job  # noqa: F401
 
 pytestmark = pytest.mark.django_db
-QUEUE_PAGE_QUERIES = 10
+QUEUE_PAGE_QUERIES = 12
 
 
 def test_queue_index_lists_clusters_with_busy_and_total_gpus(
@@ -42,7 +44,8 @@ def test_cluster_queue_lists_pending_jobs_in_queue_order_with_reason_and_estimat
     make_job(researcher, cluster, budget_tree.olmo, state="running", name="job-holder")
     client.force_login(researcher)
     page = client.get(reverse("cluster-queue", args=["jupiter"])).content.decode()
-    assert page.index("job-alpha") < page.index("job-beta") < page.index("job-holder")
+    queue = page[page.index("Waiting, in queue order") :]
+    assert queue.index("job-alpha") < queue.index("job-beta") < queue.index("job-holder")
     assert "Priority" in page and "Jobs of better-ranked projects go first." in page
     assert "Resources" in page and "<td>manager</td>" in page
 
@@ -132,3 +135,117 @@ def test_queue_page_query_count_does_not_grow_with_the_queue(
     few = _queue_queries(client, researcher, cluster, budget_tree, 3)
     many = _queue_queries(client, researcher, cluster, budget_tree, 27)
     assert few == many == QUEUE_PAGE_QUERIES
+
+
+def _long_queue(researcher, manager, cluster, budget_tree, n, mine_at=None):
+    """`n` waiting jobs at positions 1..n: the researcher's at `mine_at`, the rest the manager's."""
+    jobs = {}
+    for position in range(1, n + 1):
+        owner = researcher if position == mine_at else manager
+        jobs[position] = make_job(
+            owner, cluster, budget_tree.olmo, queue_position=position, name=f"w{position}"
+        )
+    return jobs
+
+
+def _waiting_positions(html):
+    """Queue positions in the "Waiting, in queue order" table, top to bottom."""
+    table = html[html.index("Waiting, in queue order") :]
+    table = table[: table.index("</table>")]
+    return [int(p) for p in re.findall(r'<td class="num position">(\d+)</td>', table)]
+
+
+def _get(client, page=None, **headers):
+    query = {} if page is None else {"page": page}
+    return client.get(reverse("cluster-queue", args=["jupiter"]), query, headers=headers)
+
+
+def test_the_first_page_shows_the_head_and_the_viewers_job_far_behind_it(
+    client, researcher, manager, cluster, budget_tree
+):
+    jobs = _long_queue(researcher, manager, cluster, budget_tree, 120, mine_at=110)
+    client.force_login(researcher)
+    page = _get(client).content.decode()
+    assert _waiting_positions(page) == list(range(1, 51))
+    mine = jobs[110]
+    assert f'id="job-{mine.pk}"' not in page
+    own = re.search(rf'<tr id="mine-job-{mine.pk}" class="mine">\s*<td[^>]*>(\d+)</td>', page)
+    assert own and own.group(1) == "110"
+    assert "Your jobs in this queue" in page and "120 waiting for 960 GPUs" in page
+    assert 'href="?page=3"' in page and 'hx-get="?page=2"' in page
+
+
+def test_a_viewer_with_nothing_waiting_gets_no_section_of_their_own(
+    client, researcher, manager, cluster, budget_tree
+):
+    _long_queue(researcher, manager, cluster, budget_tree, 3)
+    client.force_login(researcher)
+    page = _get(client).content.decode()
+    assert "Your jobs in this queue" not in page and _waiting_positions(page) == [1, 2, 3]
+
+
+def test_page_three_shows_the_tail_and_offers_no_more(
+    client, researcher, manager, cluster, budget_tree
+):
+    _long_queue(researcher, manager, cluster, budget_tree, 120, mine_at=110)
+    client.force_login(researcher)
+    page = _get(client, 3).content.decode()
+    assert _waiting_positions(page) == list(range(101, 121))
+    assert 'id="queue-more"' not in page and "positions 101–120 of 120" in page
+
+
+def test_a_page_past_the_end_gives_the_last_and_garbage_gives_the_first(
+    client, researcher, manager, cluster, budget_tree
+):
+    _long_queue(researcher, manager, cluster, budget_tree, 120)
+    client.force_login(researcher)
+    past = _get(client, 99)
+    assert past.status_code == 200 and _waiting_positions(past.content.decode())[0] == 101
+    # Numbers out of range (0 and below too) give the last page, anything else the first.
+    for asked, first in {"0": 101, "-1": 101, "abc": 1, "": 1, "2.5": 1}.items():
+        response = _get(client, asked)
+        assert response.status_code == 200
+        assert _waiting_positions(response.content.decode())[0] == first
+
+
+def test_load_more_appends_the_next_slice_as_a_fragment(
+    client, researcher, manager, cluster, budget_tree
+):
+    _long_queue(researcher, manager, cluster, budget_tree, 120)
+    client.force_login(researcher)
+    fragment = _get(client, 2, **{"HX-Request": "true", "HX-Target": "queue-more"})
+    html = fragment.content.decode()
+    assert "<html" not in html and 'id="queue"' not in html and "<table" not in html
+    positions = [int(p) for p in re.findall(r'<td class="num position">(\d+)</td>', html)]
+    assert positions == list(range(51, 101))
+    assert html.count('class=" appended"') == 50
+    assert 'id="queue-more"' in html and 'hx-get="?page=3"' in html
+
+
+def test_the_poll_keeps_the_page_it_shows(client, researcher, manager, cluster, budget_tree):
+    _long_queue(researcher, manager, cluster, budget_tree, 120)
+    client.force_login(researcher)
+    html = _get(client, 2, **{"HX-Request": "true", "HX-Target": "queue"}).content.decode()
+    assert "<html" not in html and 'id="queue"' in html and ' appended"' not in html
+    assert _waiting_positions(html) == list(range(51, 101))
+    assert f"{reverse('cluster-queue', args=['jupiter'])}?page=2" in html
+
+
+@pytest.mark.parametrize("page", [None, 2])
+def test_query_count_is_the_same_for_sixty_and_three_hundred_waiting(
+    client, researcher, manager, cluster, budget_tree, page
+):
+    client.force_login(researcher)
+
+    def count(n, first):
+        for position in range(first, n + 1):
+            owner = researcher if position % 7 == 0 else manager
+            make_job(owner, cluster, budget_tree.olmo, queue_position=position)
+        with CaptureQueriesContext(connection) as queries:
+            response = _get(client, page)
+        assert response.status_code == 200
+        skipped = 50 * ((page or 1) - 1)
+        assert len(_waiting_positions(response.content.decode())) == min(50, n - skipped)
+        return len(queries)
+
+    assert count(60, 1) == count(300, 61) == QUEUE_PAGE_QUERIES
