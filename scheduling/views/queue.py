@@ -40,8 +40,13 @@ def cluster_queue(request, name):
     paginator = Paginator(waiting, PAGE_SIZE)
     paginator.count = counts["jobs"]  # already counted above: spare the paginator its COUNT(*)
     # Out-of-range numbers give the last page, anything not a number the first: never a 500.
-    page = paginator.get_page(request.GET.get("page"))
-    pending = list(page.object_list)
+    asked = request.GET.get("page")
+    page = paginator.get_page(asked)
+    # "Load more" asks for the next slice's rows only; a poll or a plain link gets the whole queue.
+    appended = bool(request.htmx and request.htmx.target == MORE_TARGET)
+    # A "load more" past the end (the queue shrank since the page loaded) appends nothing,
+    # rather than the last slice again.
+    pending = [] if appended and str(page.number) != asked else list(page.object_list)
     mine = list(waiting.filter(owner=request.user)[:MINE_LIMIT])
     running = list(Job.objects.running_on_queue_page(cluster))
     _mark(request.user, pending + mine + running)
@@ -58,8 +63,6 @@ def cluster_queue(request, name):
         "total_gpus": sum(n.gpus for n in cluster.nodes.filter(present=True)),
         "busy_gpus": sum(job.gpus for job in running),
     }
-    # "Load more" asks for the next slice's rows only; a poll or a plain link gets the whole queue.
-    appended = bool(request.htmx and request.htmx.target == MORE_TARGET)
     context["appended"] = appended
     partial = "rows" if appended else "queue"
     return render_page(request, "scheduling/cluster_queue.html", partial, context)

@@ -9,6 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from scheduling.models import Cluster
+from scheduling.services import cancel_job
 from tests.scheduling.test_pages_factories import cluster_fixture, make_cluster, make_job  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -220,6 +221,19 @@ def test_load_more_appends_the_next_slice_as_a_fragment(
     assert positions == list(range(51, 101))
     assert html.count('class=" appended"') == 50
     assert 'id="queue-more"' in html and 'hx-get="?page=3"' in html
+
+
+def test_load_more_past_a_shrunken_queue_appends_nothing_again(
+    client, researcher, manager, cluster, budget_tree
+):
+    # The page offered "load page 3" when 120 waited; 60 have since started or been cancelled.
+    jobs = _long_queue(researcher, manager, cluster, budget_tree, 120)
+    for job in list(jobs.values())[60:]:
+        cancel_job(manager, job.pk)
+    client.force_login(researcher)
+    html = _get(client, 3, **{"HX-Request": "true", "HX-Target": "queue-more"}).content.decode()
+    assert re.findall(r'<td class="num position">(\d+)</td>', html) == []
+    assert "the queue has moved on" in html and 'id="queue-more"' not in html
 
 
 def test_the_poll_keeps_the_page_it_shows(client, researcher, manager, cluster, budget_tree):
