@@ -88,6 +88,7 @@ def undo(request: ExceptionRequest, now: dt.datetime) -> None:
 
 
 def _protect(request, now) -> dict:
+    from scheduling.pricing import UnpricedGpuType
     from scheduling.services import apply_protection_exception
 
     if request.job_id is None:
@@ -99,6 +100,11 @@ def _protect(request, now) -> dict:
             "hours",
             f"Job #{request.job_id} cannot be protected for {request.hours_label} h: its "
             f"budget cannot hold the lien for the extra protected time. {exc.message}",
+        ) from None
+    except UnpricedGpuType as exc:  # no price, so no lien can be reckoned: an operator's fix
+        raise ExceptionValidationError(
+            "hours",
+            f"Job #{request.job_id} cannot be protected for longer yet: {exc.args[0]}.",
         ) from None
     until = (
         f"; protected until {job.protected_until:%Y-%m-%d %H:%M %Z}"

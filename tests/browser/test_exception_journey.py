@@ -8,30 +8,21 @@ import pytest
 from django.utils import dateformat, timezone
 
 from exceptions.models import ExceptionRequest
-from scheduling.models import Cluster, Job, Node
+from scheduling.models import Cluster, Node
+from tests.budgets.factories import GpuTypeFactory
+from tests.exceptions.conftest import running_job as start_running
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
 def running_job(researcher, budget_tree):
+    """A funded job an hour into its run, as a pass starts one: its GPU type priced and the lien
+    for its protected window held."""
+    GpuTypeFactory(name="H100", cost_factor="1.000")
     cluster = Cluster.objects.create(name="jupiter", gpu_type="H100")
     Node.objects.create(cluster=cluster, name="jupiter-00", gpus=8, gpu_type="H100")
-    started = timezone.now() - dt.timedelta(hours=1)
-    return Job.objects.create(
-        name="camera-ready",
-        owner=researcher,
-        project=budget_tree.olmo,
-        cluster=cluster,
-        gpus=8,
-        min_runtime_s=8 * 3600,
-        state=Job.State.RUNNING,
-        funded=True,
-        submitted_at=started - dt.timedelta(minutes=2),
-        started_at=started,
-        protected_until=started + dt.timedelta(hours=8),
-        nodes=[["jupiter-00", 8]],
-    )
+    return start_running(researcher, budget_tree.olmo, cluster)
 
 
 def log_in(browser, live_server, username):

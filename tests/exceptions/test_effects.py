@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from budgets import services as budget_services
 from budgets.balances import remaining_by_path, with_grants
-from budgets.models import AuditEntry, BudgetNode, Grant, Lien
+from budgets.models import AuditEntry, BudgetNode, GpuType, Grant, Lien
 from budgets.periods import BudgetPeriod
 from exceptions import services
 from exceptions.errors import ExceptionValidationError
@@ -76,6 +76,23 @@ def test_an_extension_the_budget_cannot_hold_is_refused_and_nothing_changes(
     assert Lien.objects.get(job_ref=job.pk).cost_gpu_seconds == 8 * 8 * 3600
     assert remaining_by_path()[budget_tree.olmo.path] == 6 * 3600
     services.reject_exception(cluster_admin, request.pk, reason="no budget")  # still decidable
+
+
+def test_an_extension_on_a_gpu_type_that_lost_its_price_is_refused_not_a_server_error(
+    researcher, cluster_admin, budget_tree, cluster
+):
+    job = running_job(researcher, budget_tree.olmo, cluster)
+    GpuType.objects.filter(name="H100").delete()  # an operator removed the price meanwhile
+    request = services.request_exception(
+        researcher, "extended_protection", job=job.pk, hours=12, justification="Deadline."
+    )
+    with pytest.raises(ExceptionValidationError) as refused:
+        services.approve_exception(cluster_admin, request.pk)
+    assert refused.value.field == "hours" and "has no cost factor" in refused.value.message
+    request.refresh_from_db()
+    job.refresh_from_db()
+    assert request.state == "submitted"
+    assert job.protected_until == job.started_at + dt.timedelta(hours=8)
 
 
 def test_protection_expires_with_its_job_and_hands_it_back_to_its_contract(
