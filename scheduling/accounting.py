@@ -225,3 +225,39 @@ def confirm_start(job: Job, started: datetime) -> None:
     Job.objects.filter(pk=job.pk).update(**fields)
     for name, value in fields.items():
         setattr(job, name, value)
+
+
+def settle_late_end(job: Job, ended: datetime) -> int:
+    """Allot closed this attempt itself (preemption, cancel) and charged it to that close,
+    but the backend now says its work had already ended at ``ended`` (during an outage, or
+    while Slurm still showed it COMPLETING). What was charged beyond ``ended`` is given back
+    by reversal rows and the job's end moves there, with a timeline event. Once only: the
+    second time, nothing lies beyond ``ended`` any more. The caller holds the job row and has
+    checked that ``job``'s current attempt is the one that ended. Returns the cost-GPU-seconds
+    given back."""
+    from budgets import ledger
+
+    if job.started_at is None or job.last_charged_at is None:
+        return 0
+    ended = max(ended, job.started_at)
+    if ended >= job.last_charged_at:
+        return 0
+    given = ledger.reverse_usage_after(job.pk, ended, job.gpus)
+    was = job.last_charged_at
+    fields = {"last_charged_at": ended}
+    if job.ended_at is not None and job.ended_at > ended:
+        fields["ended_at"] = ended
+    if job.funding_ended_at is not None and job.funding_ended_at > ended:
+        fields["funding_ended_at"] = ended
+    Job.objects.filter(pk=job.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(job, name, value)
+    JobEvent.objects.create(
+        job=job,
+        at=ended,
+        kind="charges_settled",
+        message=f"its work had already ended at {ended:%Y-%m-%d %H:%M:%S} UTC on the cluster, "
+        f"before Allot stopped it at {was:%Y-%m-%d %H:%M:%S} UTC: charges after the real end "
+        f"given back ({given} cost-GPU-seconds)",
+    )
+    return given

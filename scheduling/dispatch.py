@@ -8,6 +8,7 @@ twice.
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -19,6 +20,8 @@ from scheduling.backends.base import (
     BackendError,
     BackendUnavailable,
     LaunchSpec,
+    RemoteJob,
+    RemoteState,
     get_backend,
 )
 from scheduling.models import Cluster, Job, Node
@@ -155,10 +158,15 @@ def stop_on_backend(job_id: int, attempt_key: str, cancel: bool = False) -> None
     tries the stop again."""
     job = Job.objects.select_related("cluster").get(pk=job_id)
     backend = backend_for(job.cluster)
+    # Asked first: the attempt may have ended on its own before Allot stopped it (during an
+    # outage, or while Slurm still showed it COMPLETING); it is then charged to its real end.
+    remote = _find_remote(backend, attempt_key)
+    if remote is not None:
+        settle_stopped_attempt(job.pk, remote)
     if job.attempt_key == attempt_key:
-        external = job.external_id or _find_external(backend, attempt_key)
+        external = job.external_id or (remote.external_id if remote else "")
     else:  # a late stop (a redelivered task): the job's external id is a newer attempt's
-        external = _find_external(backend, attempt_key)
+        external = remote.external_id if remote else ""
     if external:
         try:
             (backend.cancel if cancel else backend.preempt)(job.pk, external)
@@ -191,11 +199,32 @@ def requeue_preempted(job_id: int, attempt_key: str) -> None:
         )
 
 
-def _find_external(backend: Backend, attempt_key: str) -> str:
+def _find_remote(backend: Backend, attempt_key: str) -> RemoteJob | None:
     for remote in backend.sync():
         if remote.attempt_key == attempt_key:
-            return remote.external_id
-    return ""
+            return remote
+    return None
+
+
+ENDED_ON_ITS_OWN = (RemoteState.COMPLETED, RemoteState.FAILED)
+
+
+@transaction.atomic
+def settle_stopped_attempt(job_id: int, remote: RemoteJob) -> int:
+    """The backend reports that an attempt Allot preempted or cancelled had finished on its
+    own, at ``remote.ended_at``: give back what was charged beyond that real end
+    (``accounting.settle_late_end``; once only). Only while the job's current attempt is that
+    one (preempted, cancelled, or requeued and not restarted): a newer attempt's charges are
+    not this one's. Returns the cost-GPU-seconds given back."""
+    from scheduling import accounting
+
+    if remote.state not in ENDED_ON_ITS_OWN or remote.ended_at is None:
+        return 0
+    job = Job.objects.select_for_update(of=("self",)).filter(pk=job_id).first()
+    stopped = (Job.State.PREEMPTED, Job.State.CANCELLED, Job.State.PENDING)
+    if job is None or job.attempt_key != remote.attempt_key or job.state not in stopped:
+        return 0
+    return accounting.settle_late_end(job, datetime.fromtimestamp(remote.ended_at, tz=UTC))
 
 
 def enqueue_start(job: Job) -> None:

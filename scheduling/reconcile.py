@@ -8,7 +8,9 @@ for what actually runs:
 2. a dispatched attempt the backend lost (still missing when asked again) is requeued;
 3. an attempt the backend reports finished is closed and charged to its end;
 4. a preempted attempt the backend still runs is stopped again, then requeued;
-5. a running backend job whose Allot job is over (cancelled, superseded) is cancelled.
+5. a running backend job whose Allot job is over (cancelled, superseded) is cancelled;
+6. an attempt Allot preempted or cancelled that the backend reports finished on its own,
+   earlier, is charged to that real end (what was charged beyond it is given back, once).
 """
 
 from __future__ import annotations
@@ -30,7 +32,14 @@ from scheduling.backends.base import (
     RemoteJob,
     RemoteState,
 )
-from scheduling.dispatch import backend_for, note_error, requeue_preempted, start_on_backend
+from scheduling.dispatch import (
+    ENDED_ON_ITS_OWN,
+    backend_for,
+    note_error,
+    requeue_preempted,
+    settle_stopped_attempt,
+    start_on_backend,
+)
 from scheduling.models import Cluster, Job
 from scheduling.transitions import transition
 
@@ -45,6 +54,29 @@ class ReconcileReport:
     finished: list[int] = field(default_factory=list)
     stopped: list[int] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    settled: list[int] = field(default_factory=list)  # charged back to an earlier real end
+
+
+def _settle_stopped(remote_jobs: list[RemoteJob], live_keys: set[str], report) -> None:
+    """Attempts Allot cancelled, or preempted and already requeued, are not live any more;
+    if the backend reports one finished on its own before Allot's stop was charged to, it is
+    charged to that real end. One query for the candidates; each settled with its row locked."""
+    ended = {
+        r.attempt_key: r
+        for r in remote_jobs
+        if r.state in ENDED_ON_ITS_OWN and r.ended_at is not None and r.attempt_key not in live_keys
+    }
+    if not ended:
+        return
+    stopped = Job.objects.filter(
+        attempt_key__in=ended,
+        state__in=[Job.State.CANCELLED, Job.State.PENDING],
+        last_charged_at__isnull=False,
+    ).values_list("pk", "attempt_key", "last_charged_at")
+    for pk, key, charged_to in stopped:
+        if datetime.fromtimestamp(ended[key].ended_at, tz=UTC) < charged_to:
+            if settle_stopped_attempt(pk, ended[key]):
+                report.settled.append(pk)
 
 
 @transaction.atomic
@@ -158,6 +190,8 @@ def reconcile_cluster(
             if job.state == Job.State.PREEMPTED:
                 if remote is not None and remote.state == RemoteState.RUNNING:
                     backend.preempt(job.pk, remote.external_id)
+                elif remote is not None and settle_stopped_attempt(job.pk, remote):
+                    report.settled.append(job.pk)
                 requeue_preempted(job.pk, job.attempt_key)
                 report.stopped.append(job.pk)
             elif remote is None:
@@ -184,6 +218,7 @@ def reconcile_cluster(
                     job.pk, job.attempt_key, f"stopped outside Allot ({remote.state})", remote
                 ):
                     report.lost.append(job.pk)
+    _settle_stopped(remote_jobs, live_keys, report)
     fault_point("reconcile.orphans")
     for remote in remote_jobs:
         if remote.state == RemoteState.RUNNING and remote.attempt_key not in live_keys:

@@ -64,7 +64,7 @@ from exceptions import services as exception_services
 from exceptions.errors import ExceptionError
 from exceptions.models import ExceptionRequest
 from exceptions.tasks import housekeeping
-from scheduling import dispatch, passes
+from scheduling import accounting, dispatch, passes
 from scheduling.accounting import charge_running_jobs
 from scheduling.backends import base as backend_base
 from scheduling.backends.base import BackendError, RemoteState
@@ -116,7 +116,10 @@ def _counting(name: str):
 
     def counted(*args, **kwargs):
         given = real(*args, **kwargs)
-        if given:
+        if given and CURRENT.get("settling"):
+            # An attempt Allot stopped after its real end: a cause of its own.
+            CURRENT["settled"] = CURRENT.get("settled", 0) + 1
+        elif given:
             CURRENT[name] = CURRENT.get(name, 0) + 1
             if name == "reverse_usage_after" and not CompletingBackend.completing_s:
                 # Without a COMPLETING lag nothing was confirmed running past an end: only a
@@ -127,6 +130,19 @@ def _counting(name: str):
         return given
 
     return counted
+
+
+def _settling(real):
+    """Wrap accounting.settle_late_end so the reversals it writes are told apart."""
+
+    def settling(*args, **kwargs):
+        CURRENT["settling"] = 1
+        try:
+            return real(*args, **kwargs)
+        finally:
+            CURRENT.pop("settling", None)
+
+    return settling
 
 
 class LiveLoop(RuleBasedStateMachine):
@@ -181,9 +197,30 @@ class LiveLoop(RuleBasedStateMachine):
 
     def teardown(self):
         try:
+            self._settle_at_the_end()
             self._tally()
         finally:
             self._roll_back()
+
+    def _settle_at_the_end(self):
+        """The backend answers again and is synced once more: every attempt Allot stopped after
+        its work had ended (and that the backend still remembers) is then charged to its real
+        end, none left overcharged. (Past the COMPLETING lag first: until then the backend
+        does not say when a job it still reports running ended.)"""
+        self.backend.set_outage(False)
+        self.traveller.shift(dt.timedelta(seconds=self.completing_s + 1))
+        sync_cluster(self.cluster.pk)
+        self._observe()
+        remembered = json.loads(self.backend.path.read_text()).get("jobs", {})
+        unrefunded = [
+            (job_id, seen)
+            for (job_id, _), seen in self.attempts.items()
+            if seen.get("real_end") is not None
+            and seen["key"] in remembered
+            and seen["end"].timestamp() - seen["real_end"] >= 1
+        ]
+        CURRENT["unrefunded"] = len(unrefunded)
+        assert not unrefunded, unrefunded
 
     def _tally(self):
         rows = UsageEntry.objects.filter(reverses__isnull=False).count()
@@ -199,6 +236,8 @@ class LiveLoop(RuleBasedStateMachine):
                 "lag": self.completing_s,
                 "closed_after_end": CURRENT.get("closed_after_end", 0),
                 "overcharged_gpu_s": CURRENT.get("overcharged_gpu_s", 0),
+                "settled": CURRENT.get("settled", 0),
+                "unrefunded": CURRENT.get("unrefunded", 0),
             }
         )
         for name, hit in (("beyond a real end", after), ("before a confirmed start", before)):
@@ -208,7 +247,8 @@ class LiveLoop(RuleBasedStateMachine):
         target(float(after), label="reversals beyond a real end")
         target(float(before), label="reversals before a confirmed start")
         if CURRENT.get("closed_after_end"):
-            event("an attempt closed by Allot after its real end (not given back)")
+            event("an attempt closed by Allot after its real end")
+        target(float(CURRENT.get("settled", 0)), label="attempts stopped after their end")
 
     def _roll_back(self):
         CompletingBackend.completing_s = 0
@@ -469,6 +509,7 @@ class LiveLoop(RuleBasedStateMachine):
         for job in Job.objects.filter(attempt__gte=1):
             seen = self.attempts.setdefault((job.pk, job.attempt), {})
             if seen.get("closed"):
+                self._note_settled(job, seen)
                 continue
             funded = job.funded or job.funding_ended_at is not None
             if job.state == Job.State.RUNNING:
@@ -477,10 +518,11 @@ class LiveLoop(RuleBasedStateMachine):
                 end = job.ended_at
                 seen["closed"] = True
                 if funded and job.state != Job.State.COMPLETED:
-                    self._note_closed_after_real_end(job)
+                    seen["real_end"] = self._closed_after_real_end(job)
             if job.funding_ended_at is not None:
                 end = min(end, job.funding_ended_at)
             seen.update(
+                key=job.attempt_key,
                 start=job.started_at,
                 end=end,
                 gpus=job.gpus,
@@ -489,21 +531,32 @@ class LiveLoop(RuleBasedStateMachine):
                 expected=job.gpus * int((end - job.started_at).total_seconds()) if funded else 0,
             )
 
-    def _note_closed_after_real_end(self, job):
+    def _closed_after_real_end(self, job) -> float | None:
         """Count the funded attempts Allot closed itself (preempted, cancelled, lost) after
-        their work had already ended on the backend: they are charged to Allot's close, and no
-        later sync gives the difference back (reconcile does not look at them again)."""
+        their work had already ended on the backend: charged to Allot's close until reconcile
+        or the stop task learns the real end. Returns that real end (epoch seconds), if so."""
         records = json.loads(self.backend.path.read_text()).get("jobs", {})
         record = records.get(job.attempt_key)
         if not record or record.get("duration_s") is None:
-            return
+            return None
         real_end = record["started_wall"] + record["duration_s"]
         late_s = job.ended_at.timestamp() - real_end
-        if late_s >= 1:
-            CURRENT["closed_after_end"] = CURRENT.get("closed_after_end", 0) + 1
-            CURRENT["overcharged_gpu_s"] = CURRENT.get("overcharged_gpu_s", 0) + int(
-                job.gpus * late_s
-            )
+        if late_s < 1:
+            return None
+        CURRENT["closed_after_end"] = CURRENT.get("closed_after_end", 0) + 1
+        CURRENT["overcharged_gpu_s"] = CURRENT.get("overcharged_gpu_s", 0) + int(job.gpus * late_s)
+        return real_end
+
+    def _note_settled(self, job, seen):
+        """A closed attempt's charges moved back to its real end (the timeline says when)."""
+        if not seen["funded"]:
+            return
+        settled = job.events.filter(
+            kind="charges_settled", at__gte=seen["start"], at__lt=seen["end"]
+        ).first()
+        if settled is not None:
+            seen["end"] = settled.at
+            seen["expected"] = seen["gpus"] * int((settled.at - seen["start"]).total_seconds())
 
     # ---- invariants ------------------------------------------------------------------------
 
@@ -610,6 +663,7 @@ def test_money_and_promises_hold_through_the_live_loop(request, monkeypatch):
     monkeypatch.setitem(backend_base._REGISTRY, "simulated", f"{__name__}.CompletingBackend")
     for name in ("reverse_usage_after", "reverse_usage_before"):
         monkeypatch.setattr(ledger, name, _counting(name))
+    monkeypatch.setattr(accounting, "settle_late_end", _settling(accounting.settle_late_end))
     RUNS.clear()
     run_state_machine_as_test(
         LiveLoop,
@@ -631,5 +685,7 @@ def test_money_and_promises_hold_through_the_live_loop(request, monkeypatch):
         f"attempts closed by Allot after their real end: "
         f"{sum(r['closed_after_end'] for r in RUNS)} in "
         f"{sum(1 for r in RUNS if r['closed_after_end'])} examples, "
-        f"{sum(r['overcharged_gpu_s'] for r in RUNS)} GPU-seconds not given back"
+        f"{sum(r['overcharged_gpu_s'] for r in RUNS)} GPU-seconds charged past it, "
+        f"{sum(r['settled'] for r in RUNS)} given back; "
+        f"left unrefunded: {sum(r['unrefunded'] for r in RUNS)}"
     )

@@ -8,7 +8,10 @@ the job really used, and each is given back by reversal rows when the truth arri
    reported running) after its work ended — so the charge reaches that sync, past the end;
 2. a cluster never synced charges provisionally to now;
 3. the backend starts the attempt later than the pass decided (the dispatch was lost and
-   reconcile sent it again; Slurm queued it): charges before the real start go back.
+   reconcile sent it again; Slurm queued it): charges before the real start go back;
+4. Allot preempts or cancels a job whose work had already ended on the backend (during an
+   outage, or while Slurm still showed it COMPLETING): it is charged to Allot's stop, and when
+   reconcile or the stop task learns the real end, what lies beyond it goes back, once.
 """
 
 import datetime as dt
@@ -17,12 +20,12 @@ import pytest
 import time_machine
 
 from budgets.models import Lien, UsageEntry
-from scheduling import passes
+from scheduling import dispatch, passes
 from scheduling.accounting import charge_running_jobs
 from scheduling.backends import base as backend_base
 from scheduling.models import Job
 from scheduling.reconcile import sync_cluster
-from scheduling.services import JobRequest, submit_job
+from scheduling.services import JobRequest, cancel_job, set_node_drain, submit_job
 from tests.scheduling.test_live_loop_stateful import CompletingBackend
 
 T0 = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.UTC)
@@ -172,3 +175,115 @@ def test_a_late_confirmed_restart_gives_back_only_its_own_early_charges(
     job.refresh_from_db()
     assert (job.attempt, job.started_at) == (2, T0 + 660 * S)
     assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 600  # the first attempt stays paid
+
+
+def _ended_in_an_outage(researcher, cluster, frozen, run_pass):
+    """A 2-GPU job (protected 600 s) whose work ends at 1800 s while the backend is down;
+    40 minutes in, still down, Allot has not heard of the end."""
+    job = submit_job(
+        researcher,
+        JobRequest(
+            name="t", project="nlp/olmo", cluster="jupiter", gpus=2,
+            min_runtime_s=600, sim_duration_s=1800,
+        ),
+    )  # fmt: skip
+    run_pass(cluster)
+    frozen.shift(300 * S)
+    assert sync_cluster(cluster.pk) is not None
+    backend = dispatch.backend_for(cluster)
+    backend.set_outage(True)
+    frozen.shift(2100 * S)
+    charge_running_jobs()
+    assert sync_cluster(cluster.pk) is None
+    job.refresh_from_db()
+    assert job.state == Job.State.RUNNING
+    return job, backend
+
+
+def _drain_its_node(job, cluster, cluster_admin):
+    """Allot preempts the job: its node is drained and the pass (the stop it enqueues after
+    commit is held back, the backend being down) closes the run now."""
+    node = cluster.nodes.get(name=job.nodes[0][0])
+    set_node_drain(cluster_admin, node.pk, True, "repair")
+    passes.run_pass(cluster.pk)
+    job.refresh_from_db()
+    assert job.state == Job.State.PREEMPTED
+
+
+def _charged_to_the_real_end(job):
+    job.refresh_from_db()
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 1800
+    assert sum(e.cost_gpu_seconds for e in _ledger(job)) == 2 * 1800
+    assert job.last_charged_at == T0 + 1800 * S
+    assert [e.reverses_id is not None for e in _ledger(job)][-1]  # appended, never a delete
+    [event] = job.events.filter(kind="charges_settled")
+    assert event.at == T0 + 1800 * S and "already ended" in event.message
+
+
+@pytest.mark.parametrize("by", ["reconcile", "the stop task"])
+def test_a_job_cancelled_after_its_work_ended_in_an_outage_is_charged_to_its_real_end(
+    researcher, cluster, frozen, run_pass, by
+):
+    job, backend = _ended_in_an_outage(researcher, cluster, frozen, run_pass)
+    cancel_job(researcher, job.pk)  # its stop task waits for the backend
+    job.refresh_from_db()
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 2400  # charged to the cancel
+    frozen.shift(120 * S)
+    backend.set_outage(False)
+    if by == "reconcile":
+        assert sync_cluster(cluster.pk).settled == [job.pk]
+    else:
+        dispatch.stop_on_backend(job.pk, job.attempt_key, cancel=True)
+    _charged_to_the_real_end(job)
+    assert job.state == Job.State.CANCELLED and job.ended_at == T0 + 1800 * S
+
+    rows = len(_ledger(job))
+    assert sync_cluster(cluster.pk).settled == []  # once only, whoever learns it again
+    dispatch.stop_on_backend(job.pk, job.attempt_key, cancel=True)
+    charge_running_jobs()
+    assert len(_ledger(job)) == rows
+    assert job.events.filter(kind="charges_settled").count() == 1
+
+
+@pytest.mark.parametrize("by", ["reconcile", "the stop task"])
+def test_a_job_preempted_after_its_work_ended_in_an_outage_is_charged_to_its_real_end(
+    researcher, cluster_admin, cluster, frozen, run_pass, by
+):
+    job, backend = _ended_in_an_outage(researcher, cluster, frozen, run_pass)
+    _drain_its_node(job, cluster, cluster_admin)
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 2400  # charged to the preemption
+    frozen.shift(120 * S)
+    backend.set_outage(False)
+    key = job.attempt_key
+    if by == "reconcile":
+        report = sync_cluster(cluster.pk)
+        assert (report.settled, report.stopped) == ([job.pk], [job.pk])
+    else:
+        dispatch.stop_on_backend(job.pk, key)
+    _charged_to_the_real_end(job)
+    assert job.state == Job.State.PENDING  # requeued as before
+
+    rows = len(_ledger(job))
+    assert sync_cluster(cluster.pk).settled == []
+    dispatch.stop_on_backend(job.pk, key)  # a redelivered stop
+    assert len(_ledger(job)) == rows
+    assert job.events.filter(kind="charges_settled").count() == 1
+
+
+def test_a_job_cancelled_while_still_completing_is_charged_to_its_real_end(
+    researcher, cluster, frozen, run_pass, completing
+):
+    """No outage: Slurm reports the job running (COMPLETING) after its work ended, so the
+    cancel is charged past the end and the stop finds nothing to stop; the backend reports
+    the real end later, and reconcile gives the difference back."""
+    job = _submit(researcher)
+    run_pass(cluster)
+    frozen.shift(2100 * S)
+    assert sync_cluster(cluster.pk).finished == []  # ended at 1800 s, still reported running
+    cancel_job(researcher, job.pk)
+    dispatch.stop_on_backend(job.pk, job.attempt_key, cancel=True)
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 2100  # nothing known yet
+    frozen.shift(600 * S)
+    assert sync_cluster(cluster.pk).settled == [job.pk]
+    _charged_to_the_real_end(job)
+    assert sync_cluster(cluster.pk).settled == []
