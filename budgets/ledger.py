@@ -301,3 +301,15 @@ def reverse_usage_before(job_ref, start, gpus: int, *, since) -> int:
         )
         returned += _reverse(charge, min(charge.gpu_seconds, gpus * kept_s))
     return returned
+
+
+@transaction.atomic
+def reverse_usage_since(job_ref, since) -> int:
+    """Give back in full every charge of job `job_ref` from `since` (the start the pass
+    decided for this attempt) on: the backend started the attempt off the grid they were
+    charged on, and the caller charges the span again from the real start. Charges before
+    `since` belong to earlier attempts and stay paid. Returns the cost-GPU-seconds given
+    back."""
+    return sum(
+        _reverse(charge, 0) for charge in _open_charges(job_ref).filter(interval_start__gte=since)
+    )

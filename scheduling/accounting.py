@@ -208,23 +208,36 @@ def defund(job: Job, now: datetime, path: str) -> None:
 
 def confirm_start(job: Job, started: datetime) -> None:
     """The backend reports when the attempt really started (later than the pass decided):
-    protection and charges count from then. Charges before it are given back. The caller
-    holds the job row."""
+    protection and charges count from then. The caller holds the job row.
+
+    Charges are whole seconds counted from where charging starts, so the attempt's charges
+    so far lie on the grid of the pass's start. When the real start is a whole number of
+    seconds later, it is on that grid: only what was charged before it is given back. When it
+    is not, keeping the charges after it (and trimming the one it falls into to whole
+    seconds) would leave the run up to a second per GPU short for good: every charge of the
+    attempt is given back and the same span charged again, on the real start's grid."""
     from budgets import ledger
 
     if job.started_at is None or started - job.started_at < timedelta(seconds=1):
         return  # the same start (the dispatch's own delay is not worth a ledger row)
     delta = started - job.started_at
-    if job.funded and job.last_charged_at and job.last_charged_at > job.started_at:
+    on_grid = delta % timedelta(seconds=1) == timedelta(0)
+    charged_to = job.last_charged_at
+    charged = job.funded and charged_to is not None and charged_to > job.started_at
+    if charged and on_grid:
         ledger.reverse_usage_before(job.pk, started, job.gpus, since=job.started_at)
+    elif charged:
+        ledger.reverse_usage_since(job.pk, job.started_at)
     fields = {
         "started_at": started,
-        "last_charged_at": max(job.last_charged_at or started, started),
+        "last_charged_at": max(charged_to or started, started) if on_grid else started,
         "protected_until": job.protected_until + delta if job.protected_until else None,
     }
     Job.objects.filter(pk=job.pk).update(**fields)
     for name, value in fields.items():
         setattr(job, name, value)
+    if charged and not on_grid and charged_to > started:
+        _charge_until(job, charged_to)  # what was charged after the real start, on its grid
 
 
 def settle_late_end(job: Job, ended: datetime) -> int:

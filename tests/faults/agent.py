@@ -263,7 +263,7 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
             mine = [c for c in charges if run["start"] <= c.start < (run["end"] or now)]
             claimed.update(c.pk for c in mine)
             start, seconds, expected, problems = ledger_check.check_run(
-                mine, starts, run["start"], end, job.gpus, run["funded"]
+                mine, starts, end, job.gpus, run["funded"]
             )
             charged_total += seconds
             expected_total += expected

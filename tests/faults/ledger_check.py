@@ -2,10 +2,12 @@
 
 A run's charges start where Allot says the run started: the pass that decided it (its
 'running' event), or — when the backend reports that the attempt really started at least a
-second later — that later moment (scheduling.accounting.confirm_start moves ``started_at`` there
-and reverses what was charged before it). A charge reaching past a run's real end, learnt late,
-is cut back by a reversal row (budgets.ledger.reverse_usage_after). So the check works on net
-charges: each charge together with its reversal.
+second later — that later moment (scheduling.accounting.confirm_start moves ``started_at`` there,
+gives back what was charged before it, and when the move is not whole seconds charges the rest
+again on the real start's grid, so every run is charged exactly from its start). A charge
+reaching past a run's real end, learnt late, is cut back by a reversal row
+(budgets.ledger.reverse_usage_after). So the check works on net charges: each charge together
+with its reversal.
 """
 
 from __future__ import annotations
@@ -65,22 +67,17 @@ def net_charges(entries, factor: Decimal) -> tuple[list[Charge], list[str]]:
     return sorted(charges.values(), key=lambda c: (c.start, c.pk)), problems
 
 
-def tile(
-    charges: list[Charge], start: datetime, end: datetime, gpus: int, moved: bool
-) -> tuple[int, list]:
+def tile(charges: list[Charge], start: datetime, end: datetime, gpus: int) -> tuple[int, list]:
     """Check that the net charges of one funded run cover [start, end) without a gap or an
     overlap, each for whole seconds of its part of the run; returns (GPU-s charged, problems).
 
-    A charge reversed in part (the run's start moved into it, or its end came before the
-    charge's) holds the whole seconds of the part it kept: its interval is clipped to the run.
-    Past the last charge less than a second may be left, never charged (charges are whole
-    seconds). When the start was moved (``moved``), charges keep the pass's whole-second grid:
-    less than a second between the new start and the first charge kept may be uncharged too."""
+    A charge reversed in part (its end came after the run's) holds the whole seconds of the
+    part it kept: its interval is clipped to the run. Past the last charge less than a second
+    may be left, never charged (charges are whole seconds, counted from the run's start)."""
     problems, cursor, total = [], start, 0
     for charge in (c for c in charges if c.gpu_s):
         low, high = max(charge.start, start), min(charge.end, end)
-        lead = moved and cursor == start and timedelta(0) < low - cursor < SECOND
-        if low != cursor and not lead:
+        if low != cursor:
             problems.append(f"ledger gap/overlap at {low:%H:%M:%S.%f} (not {cursor:%H:%M:%S.%f})")
         if high <= low:
             problems.append(f"entry {charge.pk} charges {charge.gpu_s} GPU-s outside the run")
@@ -94,22 +91,19 @@ def tile(
     return total, problems
 
 
-def check_run(charges: list[Charge], starts: list[datetime], decided: datetime, end: datetime,
-              gpus: int, funded: bool) -> tuple[datetime, int, int, list[str]]:  # fmt: skip
-    """The first of ``starts`` (the moments the run may have been charged from; ``decided`` is
-    the pass's) that the net charges fit exactly; returns (that start, GPU-s charged,
-    occupancy, problems)."""
+def check_run(charges: list[Charge], starts: list[datetime], end: datetime, gpus: int,
+              funded: bool) -> tuple[datetime, int, int, list[str]]:  # fmt: skip
+    """The first of ``starts`` (the moments the run may have been charged from: the pass's,
+    or the backend's real start) that the net charges fit exactly; returns (that start, GPU-s
+    charged, occupancy, problems). Exactly: the whole seconds of [start, end), per GPU."""
     if not funded:
         charged = sum(c.gpu_s for c in charges)
         return starts[0], charged, 0, [] if charged == 0 else [f"{charged} GPU-s charged unfunded"]
     found = None
     for start in starts:
-        moved = start != decided
-        total, problems = tile(charges, start, end, gpus, moved)
+        total, problems = tile(charges, start, end, gpus)
         occupancy = gpus * int((end - start).total_seconds())
-        # Charges are whole seconds on the grid of the pass's start. A start moved off that grid
-        # leaves a fraction of a second uncharged at each end: together one second at most.
-        if total != occupancy and not (moved and total == occupancy - gpus):
+        if total != occupancy:
             problems.append(f"charged {total} GPU-s, occupancy is {occupancy}")
         if not problems:
             return start, total, occupancy, []
