@@ -3,7 +3,9 @@
 a locked SQLite database with 503, not 500."""
 
 import logging
+import sys
 
+from django.core.signals import got_request_exception
 from django.db import OperationalError
 from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.http.multipartparser import MultiPartParserError
@@ -56,17 +58,34 @@ class LockedDatabaseIs503:
     """A backstop for the SQLite demo: a request that waited out the busy timeout for SQLite's
     one write lock answers 503 with Retry-After (the client may simply retry), never a 500.
     The request's own atomic blocks rolled back as the error left them, so nothing was half
-    written. Any other database error still is a 500. PostgreSQL never raises this."""
+    written. Any other database error still is a 500. PostgreSQL never raises this.
+
+    The view's error comes through ``process_exception``. A middleware that writes after the
+    view (the session's save, for one) raises where Django turns the error into a 500 at once,
+    inside that middleware's own wrapper, before an outer middleware could catch it; Django
+    announces it with ``got_request_exception`` first. So this middleware sits outermost, marks
+    the request when the announced error is a locked database, and answers that 500 with the
+    503 instead."""
+
+    MARK = "_allot_database_locked"
 
     def __init__(self, get_response):
         self.get_response = get_response
+        got_request_exception.connect(_mark_locked, dispatch_uid="allot.locked_database")
 
     def __call__(self, request):
-        return self.get_response(request)
+        response = self.get_response(request)
+        if response.status_code == 500 and getattr(request, self.MARK, False):
+            return self._busy(request)
+        return response
 
     def process_exception(self, request, exc):
         if not _database_locked(exc):
             return None
+        return self._busy(request)
+
+    @staticmethod
+    def _busy(request):
         log.warning("%s %s: database is locked; answered 503", request.method, request.path)
         message = "The database is busy; retry in a few seconds."
         if request.path.startswith("/api/"):
@@ -75,3 +94,9 @@ class LockedDatabaseIs503:
             response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
         response["Retry-After"] = str(RETRY_AFTER_S)
         return response
+
+
+def _mark_locked(sender, request=None, **kwargs):
+    """Sent while Django handles the error: ``sys.exc_info()`` is that error."""
+    if request is not None and _database_locked(sys.exc_info()[1]):
+        setattr(request, LockedDatabaseIs503.MARK, True)

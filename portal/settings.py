@@ -47,6 +47,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost, so it sees what the middleware below write after the view; see the class.
+    "portal.middleware.LockedDatabaseIs503",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -141,7 +143,6 @@ SPECTACULAR_SETTINGS = {
 INSTALLED_APPS += ["knox", "axes", "drf_spectacular_sidecar"]
 # axes last: it must see the request after authentication (docs: "AxesMiddleware last").
 MIDDLEWARE += [
-    "portal.middleware.LockedDatabaseIs503",  # SQLite demo only; see the class
     "portal.middleware.refuse_nul_bytes",
     "axes.middleware.AxesMiddleware",
 ]
