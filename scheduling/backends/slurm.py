@@ -37,10 +37,10 @@ from .base import (
     RemoteState,
 )
 from .command import CommandRunner
+from .slurm_nodes import parse_scontrol_nodes, parse_sinfo_json
 from .slurm_parse import (  # noqa: F401 - the parsers are part of this module's API
     _ACTIVE,
     allot_state,
-    batch_script,
     exit_code_from_status,
     expand_hostlist,
     format_comment,
@@ -51,15 +51,12 @@ from .slurm_parse import (  # noqa: F401 - the parsers are part of this module's
     parse_gres_gpus,
     parse_sacct_exit_codes,
     parse_sacct_json,
-    parse_sbatch_parsable,
-    parse_scontrol_nodes,
-    parse_sinfo_json,
     parse_squeue_json,
     sacct_exit_code,
     sacct_job_from_json,
-    sbatch_args,
     slurm_duration,
 )
+from .slurm_sbatch import batch_script, parse_sbatch_parsable, sbatch_args
 
 log = logging.getLogger(__name__)
 
