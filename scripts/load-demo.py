@@ -10,8 +10,9 @@
    a job on a simulated cluster, now and then a malformed one (must be a 4xx, never a 5xx),
    reads its job, the job list, and one of the pages (/jobs/, /queue/<cluster>/, /budgets/).
 3. Afterwards: /healthz answers 200, and the queue still moves — every job submitted under
-   load is picked up by a scheduling pass (given a pending reason and a position, or started)
-   within --settle seconds, which only a live worker and beat can do.
+   load (a sample of 50), and one more submitted after it, is picked up by a scheduling pass
+   (given a pending reason and a position, or started) within --settle seconds, which only a
+   worker and beat still alive after the load can do.
 
 Exit 0 when there was no 5xx, no transport error, and the queue moved; 1 otherwise. Prints
 (and with --json writes) the numbers. Only ever point it at 127.0.0.1.
@@ -156,12 +157,23 @@ def fuzz(base: str, username: str, password: str, examples: int) -> dict:
     }
 
 
-def queue_moves(base, session, job_ids: list[int], settle: float) -> dict:
+def probe_after(session, base: str, projects: list[str]) -> int:
+    """One valid job submitted once the load is over: a pass picking it up shows the worker
+    and beat alive after the load, not merely during it."""
+    job = {"name": "after-load", "project": projects[0], "cluster": CLUSTERS[0], "gpus": 1,
+           "min_runtime_s": 300, "resumable": True, "kind": "batch", "command": "true",
+           "sim_duration_s": 120}  # fmt: skip
+    response = session.post(f"{base}/api/v1/jobs/", json=job, timeout=60)
+    response.raise_for_status()
+    return response.json()["id"]
+
+
+def queue_moves(base, session, job_ids: list[int], settle: float, probe: int) -> dict:
     """Every job submitted under load was seen by a pass: it has a pending reason or has left
-    `pending`. Samples up to 50 of them."""
+    `pending`. Samples up to 50 of them, and ``probe``, the job submitted after the load."""
     sample = random.Random(1).sample(job_ids, min(50, len(job_ids)))
     deadline = time.monotonic() + settle
-    waiting = set(sample)
+    waiting = {*sample, probe}
     while waiting and time.monotonic() < deadline:
         for job_id in list(waiting):
             job = session.get(f"{base}/api/v1/jobs/{job_id}/", timeout=30).json()
@@ -170,7 +182,11 @@ def queue_moves(base, session, job_ids: list[int], settle: float) -> dict:
                 waiting.discard(job_id)
         if waiting:
             time.sleep(2)
-    return {"sampled": len(sample), "picked_up": len(sample) - len(waiting)}
+    return {
+        "sampled": len(sample),
+        "picked_up": len(sample) - len(waiting - {probe}),
+        "probe_picked_up": probe not in waiting,
+    }
 
 
 def main(argv=None) -> int:
@@ -213,8 +229,10 @@ def main(argv=None) -> int:
         thread.join()
     elapsed = time.monotonic() - started
     health = requests.get(f"{base}/healthz", timeout=30)
+    first = RESEARCHERS[0]
+    probe = probe_after(sessions[first], base, projects[first])
     checker = login(base, "admin", args.password)
-    moved = queue_moves(base, checker, stats.submitted, args.settle)
+    moved = queue_moves(base, checker, stats.submitted, args.settle, probe)
     latencies = sorted(stats.latencies) or [0.0]
     report["load"] = {
         "submitters": args.submitters,
@@ -237,6 +255,7 @@ def main(argv=None) -> int:
         and not stats.transport_errors
         and health.status_code == 200
         and moved["picked_up"] == moved["sampled"]
+        and moved["probe_picked_up"]
     )
     report["ok"] = ok
     print(json.dumps(report, indent=2))
