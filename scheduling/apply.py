@@ -6,6 +6,7 @@ backend only ever hears about decisions that were committed.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from datetime import datetime
 
@@ -153,8 +154,44 @@ def _explanation_json(info: m.Explanation, job: Job) -> dict:
     }
 
 
-def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime, cluster) -> dict:
-    """Write one pass's decisions. Returns counts for the pass log."""
+def split_decisions(decisions: m.Decisions, size: int) -> list[m.Decisions]:
+    """The decisions in parts of at most ``size`` starts, for a pass that applies them in one
+    short write transaction each (SQLite, where a transaction holds the whole database:
+    ``passes.run_pass_optimistic``). Each part carries the preemptions and displacements made
+    for its own starts; the first also the defunds and the preemptions made for no start
+    (drains). Every part is sound alone: starting fewer of the decided jobs never overbooks a
+    node. Only the last is applied with ``final=True``: reasons, explanations and drain times
+    describe the whole pass."""
+    starts = decisions.starts
+    if len(starts) <= size:
+        return [decisions]
+    groups = [starts[i : i + size] for i in range(0, len(starts), size)]
+    everyone = {d.job_id for d in starts}
+    parts = []
+    for index, group in enumerate(groups):
+        mine = {d.job_id for d in group}
+
+        def ours(by_id, first=index == 0, mine=mine):
+            return by_id in mine or (first and by_id not in everyone)
+
+        parts.append(
+            dataclasses.replace(
+                decisions,
+                starts=group,
+                preemptions=tuple(p for p in decisions.preemptions if ours(p.by_job_id)),
+                displacements=tuple(d for d in decisions.displacements if ours(d.by_id)),
+                defunded=decisions.defunded if index == 0 else (),
+            )
+        )
+    return parts
+
+
+def apply_decisions(
+    ctx: SnapshotContext, decisions: m.Decisions, now: datetime, cluster, *, final: bool = True
+) -> dict:
+    """Write one pass's decisions (or a part of them, ``split_decisions``: then the reasons,
+    explanations and drain times only with the last part, ``final``). Returns counts for the
+    pass log."""
     jobs = ctx.jobs
     unfunded = _liens_fail(jobs, [d for d in decisions.starts if d.funded], now)
     for decision in decisions.defunded:
@@ -169,6 +206,9 @@ def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime,
             _apply_start(jobs[decision.job_id], decision, now)
     _remember_displacements(ctx, decisions, now, unfunded)
     started = {d.job_id for d in decisions.starts} - unfunded
+    counts = {"started": len(started), "preempted": len(decisions.preemptions), "waiting": 0}
+    if not final:
+        return counts
 
     waiting = []
     for job_id, info in decisions.pending.items():
@@ -205,8 +245,4 @@ def apply_decisions(ctx: SnapshotContext, decisions: m.Decisions, now: datetime,
             node.drained_by = drained_by
             drained.append(node)
     Node.objects.bulk_update(drained, ["drained_by"])
-    return {
-        "started": len(started),
-        "preempted": len(decisions.preemptions),
-        "waiting": len(decisions.pending),
-    }
+    return counts | {"waiting": len(decisions.pending)}

@@ -31,7 +31,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from portal.faults import fault_point
-from scheduling.apply import apply_decisions
+from scheduling.apply import apply_decisions, split_decisions
 from scheduling.engine import schedule
 from scheduling.models import Cluster, Job
 from scheduling.snapshot import SnapshotContext, _reservations, build_snapshot
@@ -94,6 +94,10 @@ def run_pass(cluster_id: int) -> PassResult:
 # --- SQLite: compute outside the write lock, re-check and apply under it -------------------------
 
 ATTEMPTS = 3
+# Starts applied per write transaction. The demo's first pass starts the whole seeded backlog
+# (59 jobs on jupiter); each start writes its row, an event and its share of the liens, and in
+# one transaction that held SQLite's only write lock for the lot.
+STARTS_PER_TRANSACTION = 12
 _in_flight: set[int] = set()  # clusters this process is scheduling now (the demo's thread pool)
 _in_flight_lock = threading.Lock()
 
@@ -169,20 +173,27 @@ def _stale(ctx: SnapshotContext, cluster: Cluster, marker, now) -> str | None:
 
 
 def run_pass_optimistic(cluster_id: int) -> PassResult:
-    """One pass that holds the write lock only to apply its decisions.
+    """One pass that holds the write lock only to apply its decisions, a few starts at a time.
 
     1. Read the cluster's pass marker and build the snapshot in autocommit: with WAL these
        reads never wait for a writer, and nobody waits for them.
     2. Run the engine, still outside any transaction.
-    3. In one write transaction, re-check what the decisions rest on (``_stale``); if it all
-       holds, apply them as the locked pass does (the lien is still taken on the current
-       balance) and stamp the marker. If not, start again from 1 (a few times at most; the
-       next beat tries anyway).
+    3. Apply the decisions in parts of at most ``STARTS_PER_TRANSACTION`` starts
+       (``apply.split_decisions``), each in a write transaction of its own: re-check what the
+       decisions rest on (``_stale``); if it all holds, apply the part as the locked pass does
+       (the lien is still taken on the current balance) and stamp the marker, and remember
+       the stamp, so the next part accepts this pass's own writes and nothing else's. A
+       submission waits for one part, not the whole backlog.
+    4. If a re-check fails, the parts not yet applied are dropped and the pass starts again
+       from 1 on what is now committed (a few times at most; the next beat tries anyway). A
+       pass of another process that computed before a part was committed finds the marker
+       moved and computes again too, so no two passes ever apply decisions on the same GPUs.
     """
     with _only_one_here(cluster_id) as mine:
         if not mine:
             log.info("cluster %s: a pass is already running here; skipping", cluster_id)
             return PassResult(ran=False)
+        started = preempted = 0
         for _attempt in range(ATTEMPTS):
             began = time.perf_counter()
             now = timezone.now()
@@ -196,15 +207,28 @@ def run_pass_optimistic(cluster_id: int) -> PassResult:
             fault_point("pass.locked")
             ctx = build_snapshot(cluster, now)
             decisions = schedule(ctx.snapshot)
-            with transaction.atomic():
-                why = _stale(ctx, cluster, marker, now)
-                if why is None:
-                    counts = apply_decisions(ctx, decisions, now, cluster)
+            parts = split_decisions(decisions, STARTS_PER_TRANSACTION)
+            for part in parts:
+                with transaction.atomic():
+                    why = _stale(ctx, cluster, marker, now)
+                    if why is not None:
+                        break
+                    counts = apply_decisions(ctx, part, now, cluster, final=part is parts[-1])
                     fault_point("pass.before_commit")
                     elapsed = (time.perf_counter() - began) * 1000
                     Cluster.objects.filter(pk=cluster_id).update(
                         last_pass_at=now, last_pass_ms=elapsed
                     )
-                    return PassResult(ran=True, elapsed_ms=elapsed, **counts)
+                    marker = _marker(cluster_id)
+                started += counts["started"]
+                preempted += counts["preempted"]
+            else:
+                return PassResult(
+                    ran=True,
+                    started=started,
+                    preempted=preempted,
+                    waiting=counts["waiting"],
+                    elapsed_ms=elapsed,
+                )
             log.info("cluster %s: %s during the pass; computing again", cluster_id, why)
         return PassResult(ran=False)
