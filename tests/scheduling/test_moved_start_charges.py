@@ -112,11 +112,11 @@ def test_a_start_moved_off_the_pass_grid_is_charged_to_the_second_from_the_real_
         assert sum(costs) == 2 * 90
 
 
-def test_a_start_moved_by_whole_seconds_keeps_the_charges_already_on_its_grid(
+def test_a_start_moved_by_whole_seconds_is_charged_from_it_to_the_second(
     researcher, cluster, run_pass, queued, monkeypatch
 ):
-    """Decided on a whole second and started on one: the charges after the real start are
-    already on its grid, so only those before it are given back."""
+    """Decided on a whole second and started on one: the real start lies on the pass's grid,
+    so only what was charged before it goes back."""
     monkeypatch.setattr(QueuedBackend, "queued_s", 3.0)
     with time_machine.travel(T0, tick=False) as clock:
         job = submit_job(
