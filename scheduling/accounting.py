@@ -221,22 +221,22 @@ def confirm_start(job: Job, started: datetime) -> None:
     if job.started_at is None or started - job.started_at < timedelta(seconds=1):
         return  # the same start (the dispatch's own delay is not worth a ledger row)
     delta = started - job.started_at
-    on_grid = delta % timedelta(seconds=1) == timedelta(0)
     charged_to = job.last_charged_at
     charged = job.funded and charged_to is not None and charged_to > job.started_at
-    if charged and on_grid:
-        ledger.reverse_usage_before(job.pk, started, job.gpus, since=job.started_at)
-    elif charged:
+    regrid = charged and delta % timedelta(seconds=1) != timedelta(0)
+    if regrid:
         ledger.reverse_usage_since(job.pk, job.started_at)
+    elif charged:
+        ledger.reverse_usage_before(job.pk, started, job.gpus, since=job.started_at)
     fields = {
         "started_at": started,
-        "last_charged_at": max(charged_to or started, started) if on_grid else started,
+        "last_charged_at": started if regrid else max(charged_to or started, started),
         "protected_until": job.protected_until + delta if job.protected_until else None,
     }
     Job.objects.filter(pk=job.pk).update(**fields)
     for name, value in fields.items():
         setattr(job, name, value)
-    if charged and not on_grid and charged_to > started:
+    if regrid and charged_to > started:
         _charge_until(job, charged_to)  # what was charged after the real start, on its grid
 
 
