@@ -6,7 +6,7 @@ import click
 
 from allot_cli import views
 from allot_cli.main import json_option, pass_state
-from allot_cli.output import console, print_json
+from allot_cli.output import print_json, show
 
 
 @click.command(
@@ -31,4 +31,4 @@ def budgets(state, under, as_json):
     if as_json:
         print_json(nodes)
     else:
-        console().print(views.budget_table(nodes))
+        show(views.budget_table(nodes))

@@ -7,11 +7,11 @@ import datetime as dt
 
 import click
 
-from allot_cli import views
+from allot_cli import output, views
 from allot_cli.durations import parse_duration
 from allot_cli.errors import UsageProblem
 from allot_cli.main import json_option, pass_state
-from allot_cli.output import console, print_json
+from allot_cli.output import print_json
 
 WHY = click.option("--why", "justification", default="", help="The justification approvers read.")
 BASE = "/api/v1/exceptions/"
@@ -141,7 +141,7 @@ def list_requests(state, states, kind, as_json):
     if as_json:
         print_json(rows)
     else:
-        console().print(views.exception_table(rows))
+        output.show(views.exception_table(rows))
 
 
 @exception.command()
@@ -154,7 +154,7 @@ def show(state, request_id, as_json):
     if as_json:
         print_json(row)
     else:
-        console().print(views.exception_block(row))
+        output.show(views.exception_block(row))
 
 
 def _decide(state, request_id, verb, payload, as_json):

@@ -9,7 +9,7 @@ from allot_cli.durations import Duration
 from allot_cli.errors import UsageProblem
 from allot_cli.jobfile import join_command, read_job_file
 from allot_cli.main import json_option, pass_state
-from allot_cli.output import console, print_json
+from allot_cli.output import print_json, show
 from allot_cli.watch import watch_loop
 
 ACTIVE = "pending,running,preempted"
@@ -178,7 +178,7 @@ def why(state, job_id, as_json):
         print_json(explanation)
         return
     job = client.get(f"/api/v1/jobs/{job_id}/")
-    console().print(views.why_block(job, explanation))
+    show(views.why_block(job, explanation))
 
 
 @click.command(epilog="Example:\n  allot cancel 42")

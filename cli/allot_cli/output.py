@@ -43,6 +43,17 @@ def console() -> Console:
     )
 
 
+def show(renderable) -> None:
+    """Print for a person; piped, without the trailing blanks Rich pads table cells with."""
+    out = console()
+    if out.is_terminal:
+        out.print(renderable)
+        return
+    with out.capture() as captured:
+        out.print(renderable)
+    click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+
+
 def print_json(data) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
@@ -50,11 +61,71 @@ def print_json(data) -> None:
 NUMERIC = {"ID", "GPUS", "POS", "GRANT", "USED", "HELD", "LEFT", "USED%", "BURN/DAY", "SHARE"}
 
 
-def table(*columns: str) -> Table:
-    grid = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
+def table(*columns: str, flexible: str | None = None) -> Table:
+    """A borderless table, one line per row. The ``flexible`` column is cut (…) when the
+    terminal is narrow; the others keep their width, so ids and states are never cut."""
+    grid = Table(
+        box=None, pad_edge=False, header_style="bold", show_edge=False, expand=bool(flexible)
+    )
     for name in columns:
-        grid.add_column(name, justify="right" if name in NUMERIC else "left", no_wrap=True)
+        grid.add_column(
+            name,
+            justify="right" if name in NUMERIC else "left",
+            no_wrap=True,
+            overflow="ellipsis",
+            ratio=1 if name == flexible else None,  # it alone takes, or gives up, the room
+        )
     return grid
+
+
+KEEP = {"ID", "STATE", "GPUS", "POS", "PATH", "LEFT"}
+
+
+def keep_whole(grid: Table) -> Table:
+    """After the rows are in: the columns a reader needs whole (an id cut to "1…" is worse
+    than none) get their widest cell as minimum width; the others give up the room."""
+    from rich.text import Text
+
+    for column in grid.columns:
+        if column.header in KEEP:
+            cells = [Text.from_markup(str(c)).cell_len for c in column._cells]
+            column.min_width = max([len(str(column.header)), *cells])
+    return grid
+
+
+def node_ranges(names: list[str]) -> str:
+    """``jupiter-69 … jupiter-76`` as Slurm writes them: ``jupiter-[69-76]``."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        prefix, dash, index = name.rpartition("-")
+        if dash and index.isdigit():
+            groups.setdefault(prefix, []).append(index)
+        else:
+            groups.setdefault(name, [])
+    parts = []
+    for prefix, indexes in groups.items():
+        if not indexes:
+            parts.append(prefix)
+        elif len(indexes) == 1:
+            parts.append(f"{prefix}-{indexes[0]}")
+        else:
+            parts.append(f"{prefix}-[{_ranges(indexes)}]")
+    return ",".join(parts)
+
+
+def _ranges(indexes: list[str]) -> str:
+    width = len(indexes[0])
+    numbers = sorted({int(i) for i in indexes})
+    spans, start, last = [], numbers[0], numbers[0]
+    for n in numbers[1:] + [None]:
+        if n is not None and n == last + 1:
+            last = n
+            continue
+        a, b = f"{start:0{width}d}", f"{last:0{width}d}"
+        spans.append(a if start == last else f"{a}-{b}")
+        if n is not None:
+            start = last = n
+    return ",".join(spans)
 
 
 def state(text: str | None) -> str:

@@ -9,7 +9,16 @@ from rich.table import Table
 from rich.text import Text
 
 from allot_cli.durations import format_duration
-from allot_cli.output import escape, full_time, hours, state, table, when
+from allot_cli.output import (
+    escape,
+    full_time,
+    hours,
+    keep_whole,
+    node_ranges,
+    state,
+    table,
+    when,
+)
 
 
 def queue_table(jobs: list[dict]):
@@ -31,7 +40,7 @@ def queue_table(jobs: list[dict]):
         reason = job.get("pending_reason") or {}
         if job.get("state") == "running":
             start = when(job.get("started_at"))
-            where = ",".join(job.get("nodes") or [])
+            where = node_ranges(job.get("nodes") or [])
         else:
             start = when(job.get("estimated_start"))
             where = reason.get("code") or ""
@@ -47,7 +56,7 @@ def queue_table(jobs: list[dict]):
             start,
             escape(where),
         )
-    return grid
+    return keep_whole(grid)
 
 
 def _pairs(rows) -> Table:
@@ -92,7 +101,7 @@ def status_block(job: dict):
             ("Position", str(job["queue_position"]) if job.get("queue_position") else ""),
             ("Waiting", escape(f"{reason.get('code')}: {reason.get('message')}") if reason else ""),
             ("Estimated start", full_time(job.get("estimated_start"))),
-            ("Nodes", escape(", ".join(job.get("nodes") or []))),
+            ("Nodes", escape(node_ranges(job.get("nodes") or []))),
             ("Command", escape(job.get("command"))),
             ("Last error", escape(job.get("last_error"))),
         ]
@@ -116,21 +125,25 @@ def why_block(job: dict, why: dict):
         f"{why.get('gpu_hours_per_hour', 0):g} GPU-hours per hour "
         f"({why.get('gpus')} × {escape(why.get('gpu_type'))} at {why.get('cost_factor', 0):g})"
     )
+    running = job.get("state") == "running"
     protection = "not protected"
     if why.get("protected_until"):
-        source = why.get("protection_source") or "min runtime"
+        source = why.get("protection_source") or "contract"
+        if source == "contract":
+            source = "its minimum-runtime contract"
         verb = "protected until" if why.get("protected") else "protection ended"
         protection = f"{verb} {full_time(why['protected_until'])}, by {escape(source)}"
     reason = job.get("pending_reason") or {}
+    so_far = float(why.get("gpu_hours_so_far") or 0)
     rows = [
         ("Paid by", escape(payer)),
-        ("Rate", rate if job.get("state") == "running" else ""),
-        ("So far", f"{why.get('gpu_hours_so_far', 0):,.2f} GPU-hours charged"),
-        ("Protection", protection if job.get("state") == "running" else ""),
+        ("Rate", rate if running else ""),
+        ("So far", f"{so_far:,.2f} GPU-hours charged" if running or so_far else ""),
+        ("Protection", protection if running else ""),
         ("Waiting", escape(f"{reason.get('code')}: {reason.get('message')}") if reason else ""),
         ("Position", str(job["queue_position"]) if job.get("queue_position") else ""),
         ("Estimated start", full_time(job.get("estimated_start"))),
-        ("Preemptible by", escape(why.get("preemptible_by"))),
+        ("Preemptible by", escape(why.get("preemptible_by")) if running else ""),
         ("Note", escape(why.get("funding_note"))),
     ]
     parts.append(_pairs(rows))
@@ -176,24 +189,36 @@ def budget_table(nodes: list[dict]):
             hours(node.get("burn_gpu_hours_per_day")),
             _pct(node.get("share")),
         )
-    return grid
+    return keep_whole(grid)
 
 
 def exception_table(rows: list[dict]):
     if not rows:
         return Text("No exception requests.")
-    grid = table("ID", "KIND", "STATE", "REQUESTER", "WHAT", "SUBMITTED", "JUSTIFICATION")
+    grid = table(
+        "ID",
+        "KIND",
+        "STATE",
+        "REQUESTER",
+        "WHAT",
+        "SUBMITTED",
+        "JUSTIFICATION",
+        flexible="JUSTIFICATION",
+    )
     for row in rows:
         grid.add_row(
             str(row["id"]),
-            escape(row.get("kind")),
+            escape(SHORT_KINDS.get(row.get("kind"), row.get("kind"))),
             state(row.get("state")),
             escape(row.get("requester")),
             escape(exception_what(row)),
             when(row.get("submitted_at")),
-            escape(_short(row.get("justification"))),
+            escape(_short(row.get("justification"), 60)),
         )
-    return grid
+    return keep_whole(grid)
+
+
+SHORT_KINDS = {"extended_protection": "protection", "budget_topup": "topup"}
 
 
 def exception_what(row: dict) -> str:
@@ -205,7 +230,7 @@ def exception_what(row: dict) -> str:
     if kind == "reservation":
         return (
             f"{row.get('gpus')} GPUs on {row.get('cluster')} "
-            f"{when(row.get('start'))} → {when(row.get('end'))}"
+            f"{when(row.get('start'))}–{when(row.get('end'))}"
         )
     return ""
 

@@ -12,7 +12,7 @@ from rich.console import Group
 from rich.live import Live
 from rich.text import Text
 
-from allot_cli.output import console, print_json
+from allot_cli.output import console, print_json, show
 
 
 def watch_loop(fetch, render, as_json: bool, watch: bool, interval: float, done=None):
@@ -21,7 +21,7 @@ def watch_loop(fetch, render, as_json: bool, watch: bool, interval: float, done=
         if as_json:
             print_json(data)
         else:
-            console().print(render(data))
+            show(render(data))
         return
     finished = done or (lambda _data: False)
     try:
@@ -43,7 +43,7 @@ def _stream(fetch, render, data, as_json, interval, finished):
         if as_json:
             click.echo(json.dumps(data, default=str), nl=True)
         else:
-            console().print(_framed(render(data), interval))
+            show(_framed(render(data), interval))
         if finished(data):
             return
         time.sleep(interval)

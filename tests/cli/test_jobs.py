@@ -98,7 +98,7 @@ def test_queue_status_why_and_cancel_follow_a_job_through_the_scheduler(
     assert table.code == 0
     header, first, second = table.out.splitlines()[:3]
     assert header.split()[:3] == ["ID", "NAME", "USER"]
-    assert first.split()[:2] == [str(big["id"]), "big"] and "jupiter-00" in first
+    assert first.split()[:2] == [str(big["id"]), "big"] and first.split()[-1] == "jupiter-[00-01]"
     assert second.split()[:2] == [str(small["id"]), "small"] and "Resources" in second
     assert "\x1b[" not in table.out  # no colour when stdout is not a terminal
 

@@ -1,0 +1,39 @@
+"""What the CLI parses and formats on its own, without a server."""
+
+import pytest
+from allot_cli.durations import format_duration, parse_duration
+from allot_cli.output import node_ranges
+
+
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        ("90m", 5400),
+        ("2h", 7200),
+        ("1h30m", 5400),
+        ("45s", 45),
+        ("1d", 86400),
+        ("3600", 3600),
+        ("1.5h", 5400),
+        ("2H 15M", 8100),
+    ],
+)
+def test_durations_read_as_people_type_them(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "2x", "h", "1h1h", "-5m", "0.3s", "2 hours"])
+def test_anything_else_is_not_a_duration(text):
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+def test_durations_print_short():
+    assert [format_duration(s) for s in (30, 300, 3600, 5400)] == ["30s", "5m", "1h", "1h30m"]
+
+
+def test_node_lists_fold_into_slurm_ranges():
+    names = ["jupiter-69", "jupiter-70", "jupiter-71", "jupiter-73", "saturn-01", "login"]
+    assert node_ranges(names) == "jupiter-[69-71,73],saturn-01,login"
+    assert node_ranges(["a-008", "a-009", "a-010"]) == "a-[008-010]"
+    assert node_ranges([]) == ""
