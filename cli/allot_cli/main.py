@@ -11,7 +11,7 @@ import click
 
 from allot_cli import __version__, config
 from allot_cli.client import Client
-from allot_cli.errors import UNREACHABLE, USAGE, CliError, UsageProblem
+from allot_cli.errors import USAGE, CliError, UsageProblem
 from allot_cli.output import print_json
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -46,7 +46,41 @@ def json_option(command):
     return wrapper
 
 
+class AllotGroup(click.Group):
+    """Click's group, with our exit codes and every failure as one line on stderr, never a
+    traceback (the console script and Click's test runner go through the same path)."""
+
+    def main(self, args=None, prog_name=None, **extra):
+        extra.pop("standalone_mode", None)
+        try:
+            result = super().main(args=args, prog_name=prog_name, standalone_mode=False, **extra)
+        except click.UsageError as exc:  # Click's own: bad option, missing argument
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+            click.echo(f"allot: {_one_line(exc.format_message())}{hint}", err=True)
+            sys.exit(USAGE)
+        except CliError as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"allot: {_one_line(exc.format_message())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("allot: interrupted", err=True)
+            sys.exit(130)
+        except BrokenPipeError:
+            sys.exit(0)  # `allot queue | head`
+        except OSError as exc:  # the config folder unwritable, a job file unreadable
+            click.echo(f"allot: {exc}", err=True)
+            sys.exit(USAGE)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
 @click.group(
+    cls=AllotGroup,
     context_settings=CONTEXT,
     epilog="""\b
 Examples:
@@ -128,28 +162,5 @@ _register()
 
 
 def main(argv=None) -> None:
-    """The console script: Click's parsing, our exit codes, never a traceback."""
-    try:
-        cli.main(args=argv, prog_name="allot", standalone_mode=False)
-    except click.exceptions.Exit as done:
-        sys.exit(done.exit_code)
-    except click.UsageError as exc:  # Click's own: bad option, missing argument
-        exc.show()
-        sys.exit(USAGE)
-    except CliError as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.Abort:
-        click.echo("allot: interrupted", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except BrokenPipeError:
-        sys.exit(0)  # `allot queue | head`
-    except OSError as exc:
-        click.echo(f"allot: {exc}", err=True)
-        sys.exit(UNREACHABLE)
-    sys.exit(0)
+    """The console script."""
+    cli.main(args=argv, prog_name="allot")

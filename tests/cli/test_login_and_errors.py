@@ -98,6 +98,7 @@ def test_bad_usage_is_exit_2_before_any_request(terminal, server, researcher, ar
     done = terminal("researcher").run(*args)
     assert done.code == 2
     assert says in done.err
+    assert done.err.startswith("allot: ") and len(done.err.strip().splitlines()) == 1
     assert not Job.objects.exists()
 
 
