@@ -78,7 +78,7 @@ def table(*columns: str, flexible: str | None = None) -> Table:
     return grid
 
 
-KEEP = {"ID", "STATE", "GPUS", "POS", "PATH", "LEFT"}
+KEEP = {"ID", "STATE", "GPUS", "POS", "PATH", "LEFT", "PROJECT"}
 
 
 def keep_whole(grid: Table) -> Table:
