@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from allot_cli import views
@@ -74,9 +76,12 @@ def submit(state, job_file, as_json, **flags):
 
 
 def _payload(job_file, command, flags) -> dict:
+    if job_file and (job_file.endswith((".sh", ".py")) or not Path(job_file).is_file()):
+        raise UsageProblem(
+            f"{job_file}: no such job file (a job file is YAML; a command goes after `--`: "
+            f"allot submit ... -- {job_file})"
+        )
     payload = read_job_file(job_file) if job_file else {}
-    if job_file and job_file.endswith((".sh", ".py")) and not command:
-        raise UsageProblem(f"{job_file}: a job file is YAML; put the command after `--`")
     renames = {"min_runtime": "min_runtime_s", "sim_duration": "sim_duration_s"}
     for key, value in flags.items():
         if value is None or key == "env":

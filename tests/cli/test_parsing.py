@@ -2,7 +2,9 @@
 
 import pytest
 from allot_cli.durations import format_duration, parse_duration
+from allot_cli.main import cli
 from allot_cli.output import node_ranges
+from click.testing import CliRunner
 
 
 @pytest.mark.parametrize(
@@ -37,3 +39,21 @@ def test_node_lists_fold_into_slurm_ranges():
     assert node_ranges(names) == "jupiter-[69-71,73],saturn-01,login"
     assert node_ranges(["a-008", "a-009", "a-010"]) == "a-[008-010]"
     assert node_ranges([]) == ""
+
+
+def test_every_command_has_help_with_examples():
+    runner = CliRunner()
+    commands = ["login", "submit", "queue", "status", "why", "cancel", "budgets", "exception"]
+    for name in commands:
+        done = runner.invoke(cli, [name, "--help"])
+        assert done.exit_code == 0
+        assert "Example" in done.output, name
+
+
+def test_a_command_without_the_dashes_is_a_usage_error_that_says_so(tmp_path):
+    env = {"ALLOT_CONFIG": str(tmp_path / "none.toml")}
+    done = CliRunner().invoke(
+        cli, ["submit", "-c", "jupiter", "-g", "1", "--min-runtime", "1h", "train.py"], env=env
+    )
+    assert done.exit_code == 2
+    assert "a command goes after `--`" in done.stderr
