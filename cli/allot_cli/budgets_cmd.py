@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from allot_cli import views
 from allot_cli.main import json_option, pass_state
 from allot_cli.output import print_json, show
 
@@ -31,4 +30,6 @@ def budgets(state, under, as_json):
     if as_json:
         print_json(nodes)
     else:
+        from allot_cli import views
+
         show(views.budget_table(nodes))

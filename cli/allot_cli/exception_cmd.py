@@ -7,7 +7,7 @@ import datetime as dt
 
 import click
 
-from allot_cli import output, views
+from allot_cli import output
 from allot_cli.durations import parse_duration
 from allot_cli.errors import UsageProblem
 from allot_cli.main import json_option, pass_state
@@ -141,6 +141,8 @@ def list_requests(state, states, kind, as_json):
     if as_json:
         print_json(rows)
     else:
+        from allot_cli import views
+
         output.show(views.exception_table(rows))
 
 
@@ -154,6 +156,8 @@ def show(state, request_id, as_json):
     if as_json:
         print_json(row)
     else:
+        from allot_cli import views
+
         output.show(views.exception_block(row))
 
 

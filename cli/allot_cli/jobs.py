@@ -6,13 +6,10 @@ from pathlib import Path
 
 import click
 
-from allot_cli import views
 from allot_cli.durations import Duration
 from allot_cli.errors import UsageProblem
-from allot_cli.jobfile import join_command, read_job_file
 from allot_cli.main import json_option, pass_state
 from allot_cli.output import print_json, show
-from allot_cli.watch import watch_loop
 
 ACTIVE = "pending,running,preempted"
 TERMINAL = {"completed", "failed", "cancelled"}
@@ -76,6 +73,8 @@ def submit(state, job_file, as_json, **flags):
 
 
 def _payload(job_file, command, flags) -> dict:
+    from allot_cli.jobfile import join_command, read_job_file  # YAML only for submit
+
     if job_file and (job_file.endswith((".sh", ".py")) or not Path(job_file).is_file()):
         raise UsageProblem(
             f"{job_file}: no such job file (a job file is YAML; a command goes after `--`: "
@@ -149,6 +148,9 @@ def queue(state, cluster, mine, user, project, states, limit, watch, interval, a
     def fetch():
         return client.get_all("/api/v1/jobs/", limit=limit, **params)
 
+    from allot_cli import views
+    from allot_cli.watch import watch_loop
+
     watch_loop(fetch, views.queue_table, as_json, watch, interval)
 
 
@@ -160,6 +162,9 @@ def queue(state, cluster, mine, user, project, states, limit, watch, interval, a
 @pass_state
 def status(state, job_id, watch, interval, as_json):
     """One job: state, funding, protection, position and reason."""
+    from allot_cli import views
+    from allot_cli.watch import watch_loop
+
     client = state.client()
     watch_loop(
         lambda: client.get(f"/api/v1/jobs/{job_id}/"),
@@ -183,6 +188,8 @@ def why(state, job_id, as_json):
         print_json(explanation)
         return
     job = client.get(f"/api/v1/jobs/{job_id}/")
+    from allot_cli import views
+
     show(views.why_block(job, explanation))
 
 

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import functools
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from allot_cli import __version__, config
-from allot_cli.client import Client
 from allot_cli.errors import USAGE, CliError, UsageProblem
 from allot_cli.output import print_json
+
+if TYPE_CHECKING:
+    from allot_cli.client import Client
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -25,6 +28,8 @@ class State:
 
     def client(self) -> Client:
         if self._client is None:
+            from allot_cli.client import Client  # httpx only when a command needs it
+
             url, token = config.require(config.load())
             self._client = Client(url, token)
             # Close the connection when the command ends: no idle keep-alive left to the server.
@@ -123,6 +128,8 @@ def login(url, username, password_stdin, as_json):
             raise UsageProblem("--password-stdin: standard input held no password")
     else:
         password = click.prompt("Password", hide_input=True)
+    from allot_cli.client import Client
+
     with Client(url) as anonymous:
         answer = anonymous.post("/api/v1/auth/token/", {"username": username, "password": password})
     path = config.save(config.Config(url=url, token=answer["token"], username=username))

@@ -9,8 +9,6 @@ import os
 import sys
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 STATE_STYLE = {
     "pending": "yellow",
@@ -28,9 +26,11 @@ STATE_STYLE = {
 }
 
 
-def console() -> Console:
+def console():
     """A console for this moment's stdout (click's test runner swaps it). Piped output gets
     a wide fixed width, so a table is never cut for grep or awk."""
+    from rich.console import Console  # Rich only when something is drawn: completion stays fast
+
     out = sys.stdout
     terminal = out.isatty()
     width = None if terminal else int(os.environ.get("COLUMNS") or 200)
@@ -61,9 +61,11 @@ def print_json(data) -> None:
 NUMERIC = {"ID", "GPUS", "POS", "GRANT", "USED", "HELD", "LEFT", "USED%", "BURN/DAY", "SHARE"}
 
 
-def table(*columns: str, flexible: str | None = None) -> Table:
+def table(*columns: str, flexible: str | None = None):
     """A borderless table, one line per row. The ``flexible`` column is cut (…) when the
     terminal is narrow; the others keep their width, so ids and states are never cut."""
+    from rich.table import Table
+
     grid = Table(
         box=None, pad_edge=False, header_style="bold", show_edge=False, expand=bool(flexible)
     )
@@ -81,7 +83,7 @@ def table(*columns: str, flexible: str | None = None) -> Table:
 KEEP = {"ID", "STATE", "GPUS", "POS", "PATH", "LEFT", "PROJECT"}
 
 
-def keep_whole(grid: Table) -> Table:
+def keep_whole(grid):
     """After the rows are in: the columns a reader needs whole (an id cut to "1…" is worse
     than none) get their widest cell as minimum width; the others give up the room."""
     from rich.text import Text
