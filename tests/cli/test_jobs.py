@@ -129,9 +129,23 @@ def test_queue_status_why_and_cancel_follow_a_job_through_the_scheduler(
     assert [r["id"] for r in ended] == [small["id"]]
 
 
-def test_status_watch_stops_when_the_job_ends(terminal, researcher, jupiter):
+def test_status_watch_stops_when_the_job_ends_and_queue_watch_on_ctrl_c(
+    terminal, researcher, jupiter, monkeypatch
+):
     shell = terminal("researcher")
     job = submit(shell)
+    naps = []
+
+    def sleep(seconds):  # the second nap is interrupted, as by Ctrl-C
+        naps.append(seconds)
+        if len(naps) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr("allot_cli.watch.time.sleep", sleep)
+    watched = shell.run("queue", "--watch", "--interval", "2")
+    assert watched.code == 0 and naps == [2.0, 2.0]
+    assert watched.out.count("every 2s, Ctrl-C to stop") == 2  # refreshed once, then stopped
+    assert watched.out.count(f"{job['id']}  train") == 2
     shell.run("cancel", job["id"])
     done = shell.run("status", job["id"], "--watch", "--json")
     assert done.code == 0
