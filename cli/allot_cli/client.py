@@ -67,7 +67,11 @@ class Client:
             return body[:limit]
         rows = list(body.get("results", []))
         while body.get("next") and len(rows) < limit:
-            body = self.request("GET", body["next"])
+            following = httpx.URL(body["next"])
+            if following.host and following.host != self.http.base_url.host:
+                # The token goes only to the server the user logged in to.
+                raise Refused(f"the server sent the next page to another host: {following.host}")
+            body = self.request("GET", following)
             rows.extend(body.get("results", []))
         return rows[:limit]
 

@@ -57,3 +57,34 @@ def test_a_command_without_the_dashes_is_a_usage_error_that_says_so(tmp_path):
     )
     assert done.exit_code == 2
     assert "a command goes after `--`" in done.stderr
+
+
+def _client(pages):
+    import httpx
+    from allot_cli.client import Client
+
+    def answer(request):
+        assert request.headers["Authorization"] == "Token t"
+        return httpx.Response(200, json=pages[str(request.url)])
+
+    return Client("https://allot.example.org", "t", transport=httpx.MockTransport(answer))
+
+
+def test_lists_follow_the_pages_of_the_same_server():
+    base = "https://allot.example.org/api/v1/jobs/"
+    client = _client(
+        {
+            base: {"results": [1, 2], "next": f"{base}?limit=2&offset=2"},
+            f"{base}?limit=2&offset=2": {"results": [3], "next": None},
+        }
+    )
+    assert client.get_all("/api/v1/jobs/") == [1, 2, 3]
+
+
+def test_the_token_never_follows_a_page_to_another_host():
+    from allot_cli.errors import Refused
+
+    base = "https://allot.example.org/api/v1/jobs/"
+    client = _client({base: {"results": [1], "next": "https://elsewhere.example/steal"}})
+    with pytest.raises(Refused, match="another host"):
+        client.get_all("/api/v1/jobs/")
