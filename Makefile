@@ -7,10 +7,12 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test lint install bench slurm-up slurm-down philly-table
 
-$(VENV)/.installed: pyproject.toml
+# The `allot` command (cli/, its own distribution) goes into the same venv; a change to either
+# pyproject.toml reinstalls.
+$(VENV)/.installed: pyproject.toml cli/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev]' -e ./cli
 	touch $@
 
 install: $(VENV)/.installed

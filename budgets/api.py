@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from budgets import access, forms, services
-from budgets.balances import tree_stats
+from budgets.balances import burn_by_path, tree_stats
 from budgets.errors import BudgetError, ConflictError
 from budgets.serializers import (
     ArchivedNodeSerializer,
@@ -52,7 +52,8 @@ def _parent_ids(stats) -> dict[int, int | None]:
 
 
 def serialize(stats, items, many=False):
-    return BudgetNodeSerializer(items, many=many, context={"parent_ids": _parent_ids(stats)}).data
+    context = {"parent_ids": _parent_ids(stats), "burn": burn_by_path()}
+    return BudgetNodeSerializer(items, many=many, context=context).data
 
 
 @extend_schema_view(

@@ -67,6 +67,13 @@ def usage_by_path(start: dt.datetime, end: dt.datetime, under: str = "") -> dict
     return _rolled_up(rows)
 
 
+def burn_by_path(now: dt.datetime | None = None) -> dict[str, int]:
+    """Cost-GPU-seconds charged in the last 24 hours per node path, rolled up: the burn rate
+    ``allot budgets`` and the API show beside what remains (one query)."""
+    now = now or timezone.now()
+    return usage_by_path(now - dt.timedelta(days=1), now)
+
+
 def held_by_path(under: str = "") -> dict[str, int]:
     outstanding = Greatest(
         F("cost_gpu_seconds") - F("charged_gpu_seconds"),

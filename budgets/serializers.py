@@ -1,8 +1,11 @@
 """API shapes for budget nodes, their changes (grant, name, weight, structure) and transfers.
 Serializers read `NodeStats` (numbers computed for many nodes at once), never compute per row."""
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from budgets.balances import gpu_hours
 from budgets.models import AuditEntry
 
 GPU_HOURS = {"max_digits": 16, "decimal_places": 2, "coerce_to_string": False}
@@ -21,10 +24,17 @@ class BudgetNodeSerializer(serializers.Serializer):
     used_gpu_hours = serializers.DecimalField(**GPU_HOURS)
     held_gpu_hours = serializers.DecimalField(**GPU_HOURS)
     remaining_gpu_hours = serializers.DecimalField(**GPU_HOURS)
+    burn_gpu_hours_per_day = serializers.SerializerMethodField(
+        help_text="GPU-hours charged to the node and its descendants in the last 24 hours."
+    )
     version = serializers.IntegerField(help_text="Send it back with a PATCH to detect conflicts.")
 
     def get_parent(self, stats) -> int | None:
         return self.context["parent_ids"].get(stats.node.pk)
+
+    @extend_schema_field(OpenApiTypes.NUMBER)
+    def get_burn_gpu_hours_per_day(self, stats) -> float:
+        return float(gpu_hours(self.context.get("burn", {}).get(stats.node.path, 0)))
 
 
 MAX_REASON = 1000

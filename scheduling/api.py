@@ -1,7 +1,7 @@
 """REST API for jobs and clusters (contract in ARCHITECTURE.md)."""
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -11,6 +11,7 @@ from scheduling import services
 from scheduling.access import get_job_for_user, get_node_for_admin, visible_jobs
 from scheduling.errors import JobPermissionError, JobValidationError
 from scheduling.explain import explain_job
+from scheduling.job_filters import LIST_PARAMETERS, filter_jobs
 from scheduling.models import Cluster, Job
 from scheduling.serializers import (
     ClusterSerializer,
@@ -27,6 +28,12 @@ def _raise_for(exc):
     raise ValidationError({exc.field or "non_field_errors": exc.message})
 
 
+@extend_schema_view(
+    list=extend_schema(
+        summary="Jobs you may see, filtered and ordered like a queue if asked",
+        parameters=LIST_PARAMETERS,
+    )
+)
 class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     serializer_class = JobSerializer
 
@@ -34,12 +41,7 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         if getattr(self, "swagger_fake_view", False):  # schema generation has no user
             return Job.objects.none()
         jobs = visible_jobs(self.request.user).select_related("owner", "project", "cluster")
-        state = self.request.query_params.get("state")
-        if state:
-            jobs = jobs.filter(state=state)
-        if self.request.query_params.get("mine") in {"1", "true"}:
-            jobs = jobs.filter(owner=self.request.user)
-        return jobs.order_by("-submitted_at", "-id")
+        return filter_jobs(jobs, self.request.query_params, self.request.user)
 
     def _data(self, job):
         return JobSerializer(job, context=self.get_serializer_context()).data

@@ -1,4 +1,9 @@
+import datetime as dt
+
 import pytest
+from django.utils import timezone
+
+from tests.budgets.factories import UsageEntryFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -75,3 +80,19 @@ def test_the_openapi_schema_documents_budgets_and_transfers(admin_client, budget
     assert "/api/v1/budgets/{id}/" in schema
     assert "/api/v1/budgets/transfers/" in schema
     assert "grant_gpu_hours" in schema
+
+
+def test_the_burn_is_what_was_charged_in_the_last_day_rolled_up(client, manager, budget_tree):
+    now = timezone.now()
+    UsageEntryFactory(node=budget_tree.olmo, cost_gpu_seconds=2 * 3600)  # an hour ago
+    UsageEntryFactory(node=budget_tree.tulu, cost_gpu_seconds=3600 // 2)
+    UsageEntryFactory(
+        node=budget_tree.olmo,
+        cost_gpu_seconds=50 * 3600,
+        interval_start=now - dt.timedelta(hours=30),
+    )
+    client.force_login(manager)
+    rows = {row["path"]: row for row in client.get("/api/v1/budgets/").json()["results"]}
+    assert rows["nlp/olmo"]["burn_gpu_hours_per_day"] == 2.0
+    assert rows["nlp/tulu"]["burn_gpu_hours_per_day"] == 0.5
+    assert rows["nlp"]["burn_gpu_hours_per_day"] == 2.5

@@ -10,7 +10,8 @@ pytestmark = pytest.mark.django_db
 
 # session, user, roles, cluster-admins group, nodes+grants, usage, liens, inbox badge
 TREE_PAGE_QUERIES = 8
-API_LIST_QUERIES = 9  # the same, plus the count and the page of visible nodes
+# the same, plus the count, the page of visible nodes and the last 24 hours' usage (the burn)
+API_LIST_QUERIES = 10
 
 
 def _grow(budget_tree, leader, programs=3, projects=6):
