@@ -43,7 +43,7 @@ from scheduling.engine.passes import MAX_VICTIM_SEARCHES_PER_POOL, Pass
 from scheduling.engine.sim.accounting import Accounting
 from scheduling.engine.sim.costs import FundableWaiters, split_attempt
 from scheduling.engine.sim.floor import FLOOR_KIND as _FLOOR
-from scheduling.engine.sim.floor import BudgetFloor
+from scheduling.engine.sim.floor import BudgetFloor, LienTargets
 from scheduling.engine.sim.result import JobState, ResultReport, SimResult, size_class
 from scheduling.engine.sim.scenario import Scenario, TraceJob
 from scheduling.engine.sim.standing import Standings
@@ -144,6 +144,7 @@ class Simulator(Accounting, ResultReport):
         self.last_holds: frozenset = frozenset()
         self.standing = Standings(self)
         self.floor = BudgetFloor(self)
+        self.lien_targets = LienTargets(self)
         self.cluster_of = {name: n.cluster for name, n in self.nodes.items()}
         self.cluster_cost = {
             c.name: scenario.gpu_types.get(c.gpu_type, 1.0) for c in scenario.clusters
@@ -276,6 +277,7 @@ class Simulator(Accounting, ResultReport):
     def _enqueue(self, state: JobState) -> None:
         s = state.spec
         self.waiters.add(s.id, s.project, s.cluster, s.gpus * self._protection(s))
+        self.lien_targets.add(s)
         self.pending[s.id] = PendingJob(
             s.id,
             s.project,
@@ -348,6 +350,7 @@ class Simulator(Accounting, ResultReport):
     def _started(self, t: float, s) -> None:
         pj = self.pending.pop(s.job_id)
         self.waiters.remove(s.job_id)
+        self.lien_targets.remove(s.job_id)
         state = self.jobs[s.job_id]
         r = RunningJob(
             pj.id,
