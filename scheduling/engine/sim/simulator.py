@@ -39,6 +39,7 @@ from scheduling.engine.model import (
     RunningJob,
     Snapshot,
 )
+from scheduling.engine.pass_context import PassContext
 from scheduling.engine.passes import MAX_VICTIM_SEARCHES_PER_POOL, Pass
 from scheduling.engine.sim.accounting import Accounting
 from scheduling.engine.sim.costs import FundableWaiters, split_attempt
@@ -145,6 +146,7 @@ class Simulator(Accounting, ResultReport):
         self.standing = Standings(self)
         self.floor = BudgetFloor(self)
         self.lien_targets = LienTargets(self)
+        self.context = PassContext()  # the queue kept in order from pass to pass
         self.cluster_of = {name: n.cluster for name, n in self.nodes.items()}
         self.cluster_cost = {
             c.name: scenario.gpu_types.get(c.gpu_type, 1.0) for c in scenario.clusters
@@ -299,7 +301,7 @@ class Simulator(Accounting, ResultReport):
         self.last_pass = t
         self.res.passes += 1
         remaining = self.remaining(t)
-        decisions, budget_hit = _run_pass(self._snapshot(t, remaining))
+        decisions, budget_hit = _run_pass(self._snapshot(t, remaining), self.context)
         for d in decisions.defunded:  # the budget floor: unallocated from now, no longer charged
             r = self._stop(d.job_id)
             r = replace(r, funded=False)
@@ -389,13 +391,13 @@ def _ancestors(path: str) -> tuple[str, ...]:
     return tuple("/".join(parts[: i + 1]) for i in range(len(parts)))
 
 
-def _run_pass(snapshot: Snapshot) -> tuple[Decisions, bool]:
+def _run_pass(snapshot: Snapshot, context: PassContext) -> tuple[Decisions, bool]:
     """``passes.run_pass`` without details, also telling whether the pass stopped searching
     for victims in some pool because it reached ``MAX_VICTIM_SEARCHES_PER_POOL``."""
     enabled = gc.isenabled()
     gc.disable()  # as run_pass does: a pass makes no reference cycles
     try:
-        p = Pass(snapshot, details=False)
+        p = Pass(snapshot, details=False, context=context)
         decisions = p.run()
     finally:
         if enabled:
