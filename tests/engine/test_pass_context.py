@@ -85,9 +85,7 @@ def crowded_snapshot(seed: int, tight: bool, two_pools: bool):
     project can no longer fund its larger liens)."""
     rng = random.Random(seed)
     kinds = [("c", "H100", 1.0)] + ([("c", "A100", 0.5)] if two_pools else [])
-    nodes = [
-        Node(f"c-{t}-{i:02d}", c, t, 8) for c, t, _ in kinds for i in range(rng.randint(2, 4))
-    ]
+    nodes = [Node(f"c-{t}-{i:02d}", c, t, 8) for c, t, _ in kinds for i in range(rng.randint(2, 4))]
     budgets = [BudgetNode("a", 2.0, 0.0, 1e9), BudgetNode("b", 1.0, 0.0, 1e9)]
     leaves = [f"{top}/{k}" for k in range(rng.randint(1, 8)) for top in "ab"]
     for path in leaves:
