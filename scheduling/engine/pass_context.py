@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from operator import is_
 
 from scheduling.engine.model import PendingJob
 from scheduling.engine.tree import UNRANKED
@@ -57,6 +58,7 @@ class PassContext:
     def __init__(self) -> None:
         self.policy = None
         self.seen: dict[int, PendingJob] = {}  # id(job) -> job: keeps the objects alive
+        self.last: tuple[PendingJob, ...] = ()  # the last snapshot's pending, as given
         self.groups: dict[tuple[str, str], Group] = {}
         self.by_id: dict[str, tuple[PendingJob, tuple | None, float]] = {}
 
@@ -70,16 +72,12 @@ class PassContext:
         if snap.policy != self.policy:
             self.__init__()
             self.policy = snap.policy
-        seen = self.seen
-        now = dict(zip(map(id, snap.pending), snap.pending, strict=True))
-        if len(now) != len(seen) or now.keys() != seen.keys():
-            for k in seen.keys() - now.keys():
-                self._drop(seen[k])
-            for k in now.keys() - seen.keys():
-                if not self._file(now[k], st):
-                    self.__init__()
-                    return None
-            self.seen = now
+        pending, last = snap.pending, self.last
+        if len(pending) != len(last) or not all(map(is_, pending, last)):
+            self.last = ()  # until the update below is complete
+            if not self._update(pending, st):
+                return None
+            self.last = pending
         rank_of, usage = st._rank_of, st._user_usage
         heads = sorted(
             (rank_of.get(project, UNRANKED), usage.get((project, user), 0.0), project, user)
@@ -114,6 +112,19 @@ class PassContext:
                 segments.append((start, len(jobs), None))
             i = j
         return jobs, keys, bases, segments
+
+    def _update(self, pending: tuple[PendingJob, ...], st) -> bool:
+        """File the jobs that appeared, drop those that left (by object identity)."""
+        seen = self.seen
+        now = dict(zip(map(id, pending), pending, strict=True))
+        for k in seen.keys() - now.keys():
+            self._drop(seen[k])
+        for k in now.keys() - seen.keys():
+            if not self._file(now[k], st):
+                self.__init__()
+                return False
+        self.seen = now
+        return True
 
     def _file(self, job: PendingJob, st) -> bool:
         if job.held:
