@@ -10,6 +10,7 @@ nothing can start any more (``_saturated``, ``_baseline_full``).
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 
 from scheduling.engine.model import PendingJob
 from scheduling.engine.placement import Pool
@@ -51,6 +52,34 @@ class QueueMemo:
             tuple(below(p, preemptor) for p in self._funded_projects),
             st.shielded_from(preemptor),
         )
+
+    def _skip(self, group, k: int, waits: dict) -> int:
+        """How many jobs of ``group`` (a ``pass_context.Group``), from its position ``k``
+        on, the queue walk may pass over: each would hit the walk's memo (its shape waited
+        at this epoch and project version, ``run``) and its project could fund it, so it
+        would wait for Priority and change nothing. The run ends before the first job whose
+        shape the memo does not settle. 0: none (walk on job by job); -1: the job at ``k``
+        would end the walk (nothing can start any more, ``_saturated``)."""
+        epoch, mine = self.epoch, self.version.get(group.project, 0)
+        end, cost = len(group.jobs), None
+        for key, at in group.at.items():
+            i = bisect_left(at, k)
+            if i == len(at):
+                continue  # no job of this shape from k on
+            hit = waits.get(key)
+            if hit and hit[0] == epoch and hit[1] == mine and hit[3]:
+                if cost is None:
+                    cost = hit[3]
+                elif cost != hit[3]:
+                    return 0
+            elif at[i] < end:
+                end = at[i]
+        if end <= k or cost is None:
+            return 0
+        left = self.st.left(group.project)
+        if not (left > 0 and left >= group.most[k] * cost):  # the largest lien of the rest
+            return 0
+        return -1 if self._saturated() else end - k
 
     def _block(self, pools: list[Pool]) -> None:
         for pool in pools:

@@ -32,7 +32,9 @@ and ``pass_memo`` (the fast paths of a saturated queue and their memo).
 from __future__ import annotations
 
 import gc
+from collections import deque
 from dataclasses import replace
+from itertools import islice
 
 from scheduling.engine.explain import drain_times, explanations
 from scheduling.engine.model import (
@@ -45,6 +47,7 @@ from scheduling.engine.model import (
     Snapshot,
     Start,
 )
+from scheduling.engine.pass_context import PassContext, shape
 from scheduling.engine.pass_funded import FundedSteps
 from scheduling.engine.pass_memo import INF, MAX_VICTIM_SEARCHES_PER_POOL, QueueMemo
 from scheduling.engine.pass_place import PlaceSteps
@@ -56,8 +59,9 @@ __all__ = ["INF", "MAX_VICTIM_SEARCHES_PER_POOL", "Pass", "run_pass"]
 
 
 class Pass(FundedSteps, PlaceSteps, QueueMemo):
-    def __init__(self, snap: Snapshot, details: bool = True):
+    def __init__(self, snap: Snapshot, details: bool = True, context: PassContext | None = None):
         self.details = details
+        self.context = context  # optional: the queue kept in order between passes
         self.st = PassState(snap)
         self.fairshare = snap.policy.name == "fairshare"
         self.starts: list[Start] = []
@@ -148,7 +152,7 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
         self.budget_floor()
         self.drains()
         self.approved_reservations()
-        queue = st.queue(j for j in st.snap.pending if not j.held)
+        queue, keys, bases, segments = self._queue()
         lane = st.policy.interactive_pool_gpus
         interactive = []  # the lane, when some cluster has one (only they start there)
         if self.fairshare and any(gpus > 0 for gpus in lane.values()):
@@ -168,22 +172,43 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
         waits: dict[tuple, tuple[int, int, list[Pool], float]] = {}
         funded_fail, version = self.funded_fail, self.version
         left_of, protection = st.left, st.protection
-        for job in queue:
+        # With a context (and no details to report), a run of a group's jobs whose shapes
+        # all hit that memo and which the project can all fund is settled at once
+        # (``_skip``): each would wait for Priority and change nothing.
+        skips = segments is not None and self.fairshare and not self.details
+        seg_k, seg_start, seg_end, group, probe = 0, 0, -1, None, False
+        walk = enumerate(zip(queue, keys, bases, strict=True))
+        for pos, (job, key, base) in walk:
+            if skips:
+                if pos >= seg_end:
+                    while segments[seg_k][1] <= pos:
+                        seg_k += 1
+                    seg_start, seg_end, group = segments[seg_k]
+                    probe = group is not None and not group.lane
+                if probe:
+                    probe = False
+                    n = self._skip(group, pos - seg_start, waits)
+                    if n < 0:
+                        saturated = True
+                        break
+                    if n:
+                        deque(islice(walk, n - 1), maxlen=0)
+                        continue
             if job.id in self.started or job.id in funded_fail:
                 continue
-            key = None
-            if job.kind == "interactive":
+            if key is None:  # an interactive session
                 if not self._interactive_ok(job):
                     funded_fail[job.id] = "InteractiveLimit"
                     continue
             else:  # the lane and its per-user limit are not a matter of shape
-                key = (job.project, job.cluster, job.gpu_type, job.gpus)
                 hit = waits.get(key)
                 funded = None
                 if hit and hit[0] == self.epoch and hit[1] == version.get(job.project, 0):
                     if hit[3]:  # fair share: can_fund in its cheapest pool, inlined
                         left = left_of(job.project)
-                        funded = left > 0 and left >= job.gpus * protection(job) * hit[3]
+                        if base is None:
+                            base = job.gpus * protection(job)
+                        funded = left > 0 and left >= base * hit[3]
                         if funded:
                             funded_fail[job.id] = "Priority"
                     else:
@@ -198,6 +223,7 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
             epoch, mine = self.epoch, version.get(job.project, 0)
             self.waits_in = None
             funded = self._try_funded(job)
+            probe = skips and group is not None and not group.lane
             if (
                 key is not None
                 and self.waits_in is not None
@@ -252,6 +278,19 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
             displacements=self._memory(),
             defunded=tuple(self.defunds),
         )
+
+    def _queue(self) -> tuple[list[PendingJob], list, list, list | None]:
+        """The waiting jobs that are not held, in the policy's order, with each one's shape
+        (the walk's memo key) and GPUs x protection (None: computed when needed), and the
+        context's segments (``PassContext.queue``): from the context when one is carried
+        (fair share), else sorted here (no segments)."""
+        st = self.st
+        if self.context is not None and self.fairshare:
+            got = self.context.queue(st)
+            if got is not None:
+                return got
+        queue = st.queue(j for j in st.snap.pending if not j.held)
+        return queue, [shape(j) for j in queue], [None] * len(queue), None
 
     def _memory(self) -> tuple[Displacement, ...]:
         st = self.st

@@ -55,8 +55,8 @@ def _checked_replay(monkeypatch, scenario, jobs, policy, until):
     seen = []
     original = simulator._run_pass
 
-    def both(snapshot):
-        got = original(snapshot)
+    def both(snapshot, context=None):
+        got = original(snapshot, context)
         assert decided(got[0]) == decided(run_pass(snapshot))
         seen.append(got[0])
         return got

@@ -23,6 +23,7 @@ A pass between replaces the watch.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import replace
 
 FLOOR_KIND = 6  # simulator._FLOOR
@@ -43,20 +44,10 @@ class BudgetFloor:
             self.sim._push(when, FLOOR_KIND, self.token)
 
     def _targets(self) -> dict[str, list[float]]:
-        """Per budget node: 0 and the liens of the waiting jobs it funds (a job stops being
-        fundable when a balance on its chain falls below its lien)."""
-        sim = self.sim
-        out: dict[str, list[float]] = {}
-        costs = list(sim.cluster_cost.values())
-        for pj in sim.pending.values():
-            if not pj.project:
-                continue
-            spec = sim.jobs[pj.id].spec
-            protected = pj.gpus * sim._protection(spec)
-            each = [sim.cluster_cost[spec.cluster]] if spec.cluster in sim.cluster_cost else costs
-            for anc in sim.up.get(pj.project, ()):
-                out.setdefault(anc, []).extend(protected * c for c in each)
-        return out
+        """Per budget node: the liens of the waiting jobs it funds, sorted (a job stops being
+        fundable when a balance on its chain falls below its lien); kept up to date by the
+        simulator as jobs enter and leave the queue (``LienTargets``)."""
+        return self.sim.lien_targets.sorted()
 
     def _first_crossing(self, t: float) -> float:
         sim = self.sim
@@ -74,8 +65,11 @@ class BudgetFloor:
         first = math.inf
         for node, parts in drains.items():
             left = remaining.get(node, math.inf)
-            below = [x for x in targets.get(node, ()) if x <= left]
-            target = max(below, default=0.0) if left > 0 else 0.0
+            target = 0.0
+            if left > 0:  # the largest lien it still covers
+                values = targets.get(node, ())
+                k = bisect_right(values, left)
+                target = values[k - 1] if k else 0.0
             left -= target  # the first target the falling balance reaches
             rate, at = 0.0, t
             for start, r in sorted(parts) + [(math.inf, 0.0)]:
@@ -108,3 +102,53 @@ class BudgetFloor:
         sim._wake(sim.last_pass + steps * sim.interval)
         self.watch(t, after=True)  # another balance may cross later
         return False
+
+
+class LienTargets:
+    """The liens of the waiting funded jobs, per budget node on their chains: the values the
+    floor watch compares a falling balance with. Updated as jobs enter and leave the queue,
+    so a pass does not walk the whole backlog to find them (each node keeps a count per
+    distinct lien and its sorted values, rebuilt only when the set of values changes)."""
+
+    def __init__(self, sim) -> None:
+        self.sim = sim
+        self.count: dict[str, dict[float, int]] = {}
+        self._sorted: dict[str, list[float]] = {}
+        self._of: dict[str, tuple[tuple[str, ...], tuple[float, ...]]] = {}
+
+    def add(self, spec) -> None:
+        sim = self.sim
+        if not spec.project:
+            return
+        protected = spec.gpus * sim._protection(spec)
+        costs = sim.cluster_cost
+        each = [costs[spec.cluster]] if spec.cluster in costs else list(costs.values())
+        values = tuple(protected * c for c in each)
+        chain = sim.up.get(spec.project, ())
+        self._of[spec.id] = (chain, values)
+        for anc in chain:
+            count = self.count.setdefault(anc, {})
+            for v in values:
+                n = count.get(v, 0)
+                count[v] = n + 1
+                if not n:
+                    self._sorted.pop(anc, None)
+
+    def remove(self, job_id: str) -> None:
+        chain, values = self._of.pop(job_id, ((), ()))
+        for anc in chain:
+            count = self.count[anc]
+            for v in values:
+                n = count[v] - 1
+                if n:
+                    count[v] = n
+                else:
+                    del count[v]
+                    self._sorted.pop(anc, None)
+
+    def sorted(self) -> dict[str, list[float]]:
+        out = self._sorted
+        for anc, count in self.count.items():
+            if anc not in out:
+                out[anc] = sorted(count)
+        return out

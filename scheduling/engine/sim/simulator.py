@@ -18,9 +18,11 @@ node's remaining is its grant minus what its whole subtree spent and holds in li
 program's remaining is never larger than what its projects left it. Preemption costs what the
 scenario says (``costs.py``).
 
-``Simulator`` keeps the event loop and applies each pass's decisions; charging usage, the
-balances and the snapshot live in ``accounting.py``, the result and its reporting steps in
-``result.py``.
+``Simulator`` keeps the event loop and applies each pass's decisions; a job's entry into the
+queue, start and preemption live in ``lifecycle.py``, charging usage, the balances and the
+snapshot in ``accounting.py``, the result and its reporting steps in ``result.py``. It hands
+every pass the same ``PassContext`` (the queue kept in order between passes): the decisions
+are those of a pass without one (``tests/engine/test_pass_context.py``), only cheaper.
 """
 
 from __future__ import annotations
@@ -39,26 +41,34 @@ from scheduling.engine.model import (
     RunningJob,
     Snapshot,
 )
+from scheduling.engine.pass_context import PassContext
 from scheduling.engine.passes import MAX_VICTIM_SEARCHES_PER_POOL, Pass
 from scheduling.engine.sim.accounting import Accounting
-from scheduling.engine.sim.costs import FundableWaiters, split_attempt
+from scheduling.engine.sim.costs import FundableWaiters
 from scheduling.engine.sim.floor import FLOOR_KIND as _FLOOR
-from scheduling.engine.sim.floor import BudgetFloor
-from scheduling.engine.sim.result import JobState, ResultReport, SimResult, size_class
+from scheduling.engine.sim.floor import BudgetFloor, LienTargets
+from scheduling.engine.sim.lifecycle import (
+    _DRAIN,
+    _FINISH,
+    _FINISH_AFTER_START,
+    _SAMPLE,
+    _STANDING,
+    _SUBMIT,
+    _WAKE,
+    EVENT_ORDER,
+    FINISH,
+    SUBMIT,
+    JobLifecycle,
+    _names,
+)
+from scheduling.engine.sim.result import JobState, ResultReport, SimResult
 from scheduling.engine.sim.scenario import Scenario, TraceJob
 from scheduling.engine.sim.standing import Standings
 from scheduling.engine.tree import FairTree
 from scheduling.engine.usage import DecayedUsage, HardWindowUsage
 
-# Order of events at one instant: finishes and preemptions free GPUs before starts use them;
-# a job that starts and finishes at the same instant (no work left) finishes after its start.
-FINISH, PREEMPT, SUBMIT, START = "finish", "preempt", "submit", "start"
-EVENT_ORDER = {FINISH: 0, PREEMPT: 1, SUBMIT: 2, START: 3}
-_FINISH_AFTER_START = 4
-_WAKE, _SUBMIT, _FINISH, _DRAIN, _SAMPLE, _STANDING = 3, 2, 0, 1, 4, 5
 
-
-class Simulator(Accounting, ResultReport):
+class Simulator(JobLifecycle, Accounting, ResultReport):
     def __init__(
         self,
         scenario: Scenario,
@@ -144,6 +154,8 @@ class Simulator(Accounting, ResultReport):
         self.last_holds: frozenset = frozenset()
         self.standing = Standings(self)
         self.floor = BudgetFloor(self)
+        self.lien_targets = LienTargets(self)
+        self.context = PassContext()  # the queue kept in order from pass to pass
         self.cluster_of = {name: n.cluster for name, n in self.nodes.items()}
         self.cluster_cost = {
             c.name: scenario.gpu_types.get(c.gpu_type, 1.0) for c in scenario.clusters
@@ -273,22 +285,6 @@ class Simulator(Accounting, ResultReport):
             self.wakes.discard(t)
         return True  # a wake-up or a protection end: time for a pass
 
-    def _enqueue(self, state: JobState) -> None:
-        s = state.spec
-        self.waiters.add(s.id, s.project, s.cluster, s.gpus * self._protection(s))
-        self.pending[s.id] = PendingJob(
-            s.id,
-            s.project,
-            s.user,
-            s.gpus,
-            s.submit_s,
-            s.min_runtime_s,
-            s.cluster,
-            kind=s.kind,
-            resumable=s.resumable,
-            priority=s.priority,
-        )
-
     def _pass(self, t: float) -> bool:
         """One engine pass at ``t``, applied. True when the live loop's next pass, one
         interval later, could decide something new: this one started, preempted or held
@@ -297,7 +293,7 @@ class Simulator(Accounting, ResultReport):
         self.last_pass = t
         self.res.passes += 1
         remaining = self.remaining(t)
-        decisions, budget_hit = _run_pass(self._snapshot(t, remaining))
+        decisions, budget_hit = _run_pass(self._snapshot(t, remaining), self.context)
         for d in decisions.defunded:  # the budget floor: unallocated from now, no longer charged
             r = self._stop(d.job_id)
             r = replace(r, funded=False)
@@ -332,67 +328,19 @@ class Simulator(Accounting, ResultReport):
         self.floor.watch(t)  # when a balance runs out, charges stop and a pass follows
         return bool(decisions.starts or decisions.preemptions or new_hold or budget_hit)
 
-    def _preempted(self, t: float, job_id: str) -> None:
-        r = self._stop(job_id)
-        state = self.jobs[job_id]
-        state.attempt += 1
-        kept, lost = split_attempt(t - r.start_s, state.overhead_s, self.cost, r.resumable)
-        state.left_s = max(0.0, state.left_s - kept) if r.resumable else state.spec.duration_s
-        self.res.wasted[r.project] += lost * r.gpus * self.node_cost[r.nodes[0][0]]
-        self.res.preemptions += 1
-        if r.funded and t < r.protected_until_s:
-            self.res.protected_preemptions += 1
-        self._enqueue(state)
-        self._event(t, job_id, PREEMPT, _names(r.nodes))
-
-    def _started(self, t: float, s) -> None:
-        pj = self.pending.pop(s.job_id)
-        self.waiters.remove(s.job_id)
-        state = self.jobs[s.job_id]
-        r = RunningJob(
-            pj.id,
-            pj.project,
-            pj.user,
-            pj.gpus,
-            s.nodes,
-            t,
-            s.protected_until_s,
-            s.funded,
-            pj.kind,
-            pj.resumable,
-            pj.submit_s,
-        )
-        self.running[pj.id] = r
-        self._rates(r, +1)
-        if state.first_start_s is None:
-            state.first_start_s = t
-            wait = t - pj.submit_s
-            self.res.waits[pj.project].append(wait)
-            self.res.wait_by_size[size_class(pj.gpus)].append(wait)
-        # a restart first pays its overhead (none without the scenario's preemption key)
-        state.overhead_s = self.cost.restart_overhead_s if state.attempt else 0.0
-        self._push(t + state.overhead_s + state.left_s, _FINISH, (pj.id, state.attempt))
-        if s.funded and s.protected_until_s > t:
-            self._push(s.protected_until_s, _WAKE)
-        self._event(t, pj.id, START, _names(s.nodes), str(s.funded).lower())
-
-
-def _names(nodes) -> str:
-    return ";".join(n for n, _ in nodes)
-
 
 def _ancestors(path: str) -> tuple[str, ...]:
     parts = path.split("/")
     return tuple("/".join(parts[: i + 1]) for i in range(len(parts)))
 
 
-def _run_pass(snapshot: Snapshot) -> tuple[Decisions, bool]:
+def _run_pass(snapshot: Snapshot, context: PassContext) -> tuple[Decisions, bool]:
     """``passes.run_pass`` without details, also telling whether the pass stopped searching
     for victims in some pool because it reached ``MAX_VICTIM_SEARCHES_PER_POOL``."""
     enabled = gc.isenabled()
     gc.disable()  # as run_pass does: a pass makes no reference cycles
     try:
-        p = Pass(snapshot, details=False)
+        p = Pass(snapshot, details=False, context=context)
         decisions = p.run()
     finally:
         if enabled:

@@ -1,0 +1,169 @@
+"""State a caller may carry from one pass to the next: the fair-share queue kept in order.
+
+A pass is a pure function of its snapshot. A caller that runs many passes over a slowly
+changing queue (the simulator: some 33,000 passes over a backlog of up to 3,000 jobs) may
+hand each pass the same ``PassContext``; the pass then reads the queue order from it instead
+of sorting the whole backlog again. The context holds nothing the snapshot does not say: it
+is an index of the snapshot's pending jobs, brought up to date from each snapshot (jobs that
+appeared are filed, jobs that left are dropped; a job is the same job while it is the same
+object), so a pass with a context decides exactly what a pass without one decides
+(``tests/engine/test_pass_context.py`` compares both on generated snapshots and replays).
+
+The fair-share order is (project rank, user usage, submit time, id). Every job of one
+(project, user) shares the first two, so the context keeps each such group sorted by
+(submit time, id) as jobs come and go, and a pass only sorts the groups by (rank, usage):
+groups that tie on both are merged by (submit time, id), as one sort of all jobs would. With
+each job it keeps what the queue walk reads per job: its shape (the walk's memo key) and its
+GPUs times its protected window (its lien before the cost factor), both fixed for a job
+under one policy.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from operator import is_
+
+from scheduling.engine.model import PendingJob
+from scheduling.engine.tree import UNRANKED
+
+
+def shape(job: PendingJob) -> tuple | None:
+    """The queue walk's memo key (``Pass.run``); None for an interactive session."""
+    if job.kind == "interactive":
+        return None
+    return (job.project, job.cluster, job.gpu_type, job.gpus)
+
+
+class Group:
+    """The waiting jobs of one (project, user), in (submit time, id) order, with what a
+    pass may skip them by (``Pass._skip``): where each shape occurs, and the largest lien
+    (GPUs x protection) from each position on."""
+
+    __slots__ = ("project", "order", "jobs", "keys", "bases", "dirty", "at", "most", "lane")
+
+    def __init__(self, project: str) -> None:
+        self.project = project
+        self.order: list[tuple[float, str]] = []  # (submit, id), sorted
+        self.jobs: list[PendingJob] = []
+        self.keys: list[tuple | None] = []
+        self.bases: list[float] = []
+        self.dirty = False
+        self.at: dict[tuple, list[int]] = {}  # shape -> its positions, ascending
+        self.most: list[float] = []  # most[k] = max(bases[k:])
+        self.lane = False  # holds an interactive session: never skipped
+
+
+class PassContext:
+    def __init__(self) -> None:
+        self.policy = None
+        self.seen: dict[int, PendingJob] = {}  # id(job) -> job: keeps the objects alive
+        self.last: tuple[PendingJob, ...] = ()  # the last snapshot's pending, as given
+        self.groups: dict[tuple[str, str], Group] = {}
+        self.by_id: dict[str, tuple[PendingJob, tuple | None, float]] = {}
+
+    def queue(self, st) -> tuple[list[PendingJob], list, list[float], list] | None:
+        """The snapshot's waiting jobs that are not held, in fair-share order, with each
+        one's shape and GPUs x protection (what ``PassState.queue`` and the walk compute),
+        and the segments of that order: (start, end, its ``Group``, or None where groups
+        tied and were merged). None when the snapshot repeats a job id (the pass then sorts
+        on its own)."""
+        snap = st.snap
+        if snap.policy != self.policy:
+            self.__init__()
+            self.policy = snap.policy
+        pending, last = snap.pending, self.last
+        if len(pending) != len(last) or not all(map(is_, pending, last)):
+            self.last = ()  # until the update below is complete
+            if not self._update(pending, st):
+                return None
+            self.last = pending
+        rank_of, usage = st._rank_of, st._user_usage
+        heads = sorted(
+            (rank_of.get(project, UNRANKED), usage.get((project, user), 0.0), project, user)
+            for (project, user), g in self.groups.items()
+            if g.order
+        )
+        jobs: list[PendingJob] = []
+        keys: list = []
+        bases: list[float] = []
+        segments: list[tuple[int, int, Group | None]] = []
+        i = 0
+        while i < len(heads):
+            j = i + 1
+            while j < len(heads) and heads[j][:2] == heads[i][:2]:
+                j += 1
+            start = len(jobs)
+            if j == i + 1:
+                g = self._ready(self.groups[heads[i][2:]])
+                jobs += g.jobs
+                keys += g.keys
+                bases += g.bases
+                segments.append((start, len(jobs), g))
+            else:  # groups tied on rank and usage: one order by (submit, id) across them
+                merged = []
+                for head in heads[i:j]:
+                    g = self._ready(self.groups[head[2:]])
+                    merged += zip(g.order, g.jobs, g.keys, g.bases, strict=True)
+                merged.sort(key=lambda m: m[0])
+                jobs += [m[1] for m in merged]
+                keys += [m[2] for m in merged]
+                bases += [m[3] for m in merged]
+                segments.append((start, len(jobs), None))
+            i = j
+        return jobs, keys, bases, segments
+
+    def _update(self, pending: tuple[PendingJob, ...], st) -> bool:
+        """File the jobs that appeared, drop those that left (by object identity)."""
+        seen = self.seen
+        now = dict(zip(map(id, pending), pending, strict=True))
+        for k in seen.keys() - now.keys():
+            self._drop(seen[k])
+        for k in now.keys() - seen.keys():
+            if not self._file(now[k], st):
+                self.__init__()
+                return False
+        self.seen = now
+        return True
+
+    def _file(self, job: PendingJob, st) -> bool:
+        if job.held:
+            return True
+        if job.id in self.by_id:
+            return False
+        g = self.groups.get((job.project, job.user))
+        if g is None:
+            g = self.groups[(job.project, job.user)] = Group(job.project)
+        item = (job.submit_s, job.id)
+        k = bisect_left(g.order, item)
+        g.order.insert(k, item)
+        self.by_id[job.id] = (job, shape(job), job.gpus * st.protection(job))
+        g.dirty = True
+        return True
+
+    def _drop(self, job: PendingJob) -> None:
+        if job.held:
+            return
+        g = self.groups[(job.project, job.user)]
+        k = bisect_left(g.order, (job.submit_s, job.id))
+        del g.order[k]
+        del self.by_id[job.id]
+        g.dirty = True
+
+    def _ready(self, g: Group) -> Group:
+        if g.dirty:
+            by_id = self.by_id
+            rows = [by_id[jid] for _, jid in g.order]
+            g.jobs = [r[0] for r in rows]
+            g.keys = [r[1] for r in rows]
+            g.bases = [r[2] for r in rows]
+            g.at = {}
+            for k, key in enumerate(g.keys):
+                g.at.setdefault(key, []).append(k)
+            g.lane = None in g.at
+            most, top = [0.0] * len(rows), -math.inf
+            for k in range(len(rows) - 1, -1, -1):
+                top = most[k] = max(top, g.bases[k])
+            g.most = most
+            g.dirty = False
+        return g
