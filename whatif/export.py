@@ -56,6 +56,12 @@ class Workload:
     weights: dict[str, float]  # path -> explicit weight, where one overrides the grant
     per_window: float  # the factor that turns a period's grant into a window's
 
+    @property
+    def horizon_s(self) -> float:
+        """The span the records cover: the replay stops here, at ``as_of``, so what it
+        delivers is what these grants would have delivered over those weeks."""
+        return _seconds(self.as_of - self.start)
+
     def trace_csv(self) -> str:
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
@@ -68,7 +74,8 @@ class Workload:
 
     def digest(self) -> str:
         """What identifies the workload and the current grants: equal digests replay alike."""
-        h = hashlib.sha256(self.scenario_yaml().encode())
+        h = hashlib.sha256(f"{self.horizon_s}\n".encode())
+        h.update(self.scenario_yaml().encode())
         h.update(self.trace_csv().encode())
         return h.hexdigest()
 

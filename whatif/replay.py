@@ -36,14 +36,17 @@ def pass_interval_s() -> float:
     return float(getattr(settings, "ALLOT_WHATIF_PASS_INTERVAL_S", 60))
 
 
-def replay(scenario: dict, trace_csv: str, progress: Progress | None = None) -> dict:
-    """The simulator's contract JSON for one replay (fair share, until every job is done)."""
+def replay(
+    scenario: dict, trace_csv: str, until_s: float, progress: Progress | None = None
+) -> dict:
+    """The simulator's contract JSON for one fair-share replay of the weeks the trace covers
+    (``until_s``: from its first submission to the moment it was read)."""
     with tempfile.TemporaryDirectory(prefix="allot-whatif-") as folder:
         sc_path, tr_path = Path(folder, "scenario.yaml"), Path(folder, "trace.csv")
         sc_path.write_text(yaml.safe_dump(scenario, sort_keys=False), encoding="utf-8")
         tr_path.write_text(trace_csv, encoding="utf-8")
-        sc, jobs = load_scenario(str(sc_path)), load_trace(str(tr_path))
-    end = max((j.submit_s for j in jobs), default=0.0) or 1.0
+        sc, jobs = load_scenario(str(sc_path)), load_trace(str(tr_path), until_s)
+    end = until_s or 1.0
     tick = None
     if progress is not None:
 
@@ -55,6 +58,7 @@ def replay(scenario: dict, trace_csv: str, progress: Progress | None = None) -> 
         sc,
         jobs,
         "fairshare",
+        until_s=until_s,
         pass_interval_s=pass_interval_s(),
         record_events=False,
         progress=tick,

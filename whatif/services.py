@@ -45,6 +45,7 @@ def _workload(weeks: int, at: dt.datetime) -> Workload:
         "grants": w.grants,
         "weights": w.weights,
         "per_window": w.per_window,
+        "horizon_s": w.horizon_s,
     }
     row, _ = Workload.objects.get_or_create(
         digest=w.digest(),
@@ -123,11 +124,15 @@ def run_preview(preview_id: int) -> None:
     try:
         current = _current_result(preview.workload)
         if current is None:
-            current = replay.replay(data["scenario"], data["trace"], _Reporter(preview.pk, 0, 0.5))
+            current = replay.replay(
+                data["scenario"], data["trace"], data["horizon_s"], _Reporter(preview.pk, 0, 0.5)
+            )
         scenario = replay.proposed_scenario(
             data["scenario"], data["grants"], data["weights"], data["per_window"], preview.grants
         )
-        proposed = replay.replay(scenario, data["trace"], _Reporter(preview.pk, 0.5, 1.0))
+        proposed = replay.replay(
+            scenario, data["trace"], data["horizon_s"], _Reporter(preview.pk, 0.5, 1.0)
+        )
     except Exception as exc:  # a replay that breaks is the preview's failure, shown to its user
         log.exception("what-if #%s failed", preview.pk)
         Preview.objects.filter(pk=preview.pk).update(

@@ -22,5 +22,6 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{len(workload.trace)} jobs since {workload.start:%Y-%m-%d %H:%M} UTC -> "
             f"{scenario}, {trace}\n"
-            f"replay: python manage.py simulate {scenario} {trace} --json out.json"
+            f"replay: python manage.py simulate {scenario} {trace} --until {workload.horizon_s:g} "
+            "--json out.json"
         )
