@@ -241,7 +241,9 @@ ALLOT_MAX_GRANT_GPU_HOURS = env_int("ALLOT_MAX_GRANT_GPU_HOURS", 100_000_000)
 # What-if previews (docs/whatif.md): the replay's pass interval, and how finely the records
 # are cut (a preview reads the workload as of the last multiple of this, so asking twice
 # within it hits the cache)
-ALLOT_WHATIF_PASS_INTERVAL_S = env_int("ALLOT_WHATIF_PASS_INTERVAL_S", 60)
+ALLOT_WHATIF_PASS_INTERVAL_S = env_int("ALLOT_WHATIF_PASS_INTERVAL_S", 300)
+# from this many jobs, the proposed replay runs in a second process beside the current one
+ALLOT_WHATIF_PARALLEL_JOBS = env_int("ALLOT_WHATIF_PARALLEL_JOBS", 2000)
 ALLOT_WHATIF_SNAPSHOT_S = env_int("ALLOT_WHATIF_SNAPSHOT_S", 300)
 # Exceptions workflow (see docs/exceptions.md)
 ALLOT_EXCEPTION_MAX_PROTECTION_H = env_int("ALLOT_EXCEPTION_MAX_PROTECTION_H", 72)

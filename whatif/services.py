@@ -121,20 +121,27 @@ def run_preview(preview_id: int) -> None:
         return
     Preview.objects.filter(pk=preview.pk).update(status=S.RUNNING)
     data = preview.workload.data
+    background = None
     try:
-        current = _current_result(preview.workload)
-        if current is None:
-            current = replay.replay(
-                data["scenario"], data["trace"], data["horizon_s"], _Reporter(preview.pk, 0, 0.5)
-            )
         scenario = replay.proposed_scenario(
             data["scenario"], data["grants"], data["weights"], data["per_window"], preview.grants
         )
-        proposed = replay.replay(
-            scenario, data["trace"], data["horizon_s"], _Reporter(preview.pk, 0.5, 1.0)
-        )
+        current = _current_result(preview.workload)
+        low = 0.0 if current is not None else 0.5  # where the proposed replay's progress starts
+        if current is None and replay.in_background(preview.workload.jobs):
+            background = replay.Background(scenario, data["trace"], data["horizon_s"])
+        if current is None:
+            report = _Reporter(preview.pk, 0, 0.9 if background else 0.5)
+            current = replay.replay(data["scenario"], data["trace"], data["horizon_s"], report)
+        if background is not None:
+            proposed = background.result()
+        else:
+            report = _Reporter(preview.pk, low, 1.0)
+            proposed = replay.replay(scenario, data["trace"], data["horizon_s"], report)
     except Exception as exc:  # a replay that breaks is the preview's failure, shown to its user
         log.exception("what-if #%s failed", preview.pk)
+        if background is not None:
+            background.stop()
         Preview.objects.filter(pk=preview.pk).update(
             status=S.FAILED, error=str(exc)[:2000], finished_at=timezone.now()
         )

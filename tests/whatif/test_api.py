@@ -5,6 +5,7 @@ import pytest
 from budgets.balances import tree_stats
 from budgets.models import AuditEntry
 from whatif import replay
+from whatif.models import Preview
 
 pytestmark = pytest.mark.django_db
 
@@ -136,3 +137,19 @@ def test_the_schema_documents_the_endpoints(client, leader):
     schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").content.decode()
     assert "/api/v1/whatif/" in schema
     assert "/api/v1/whatif/{id}/" in schema
+
+
+def test_a_large_workload_replays_the_proposal_in_a_second_process_with_the_same_result(
+    client, leader, recorded, at_as_of, run_tasks, settings
+):
+    client.force_login(leader)
+    body = {"weeks": 1, "grants": {"nlp/olmo": 1000, "nlp/tulu": 3000}}
+    in_process = client.get(f"/api/v1/whatif/{run_tasks(client, body).json()['id']}/").json()
+    Preview.objects.all().delete()  # nothing cached
+    settings.ALLOT_WHATIF_PARALLEL_JOBS = 1
+    both = client.get(f"/api/v1/whatif/{run_tasks(client, body).json()['id']}/").json()
+    assert both["status"] == "done"
+    for side in ("current", "proposed"):
+        for result in (in_process, both):
+            result["result"][side].pop("wall_s")
+        assert both["result"][side] == in_process["result"][side]
