@@ -119,8 +119,12 @@ def _duration(job: Job, as_of: dt.datetime) -> float | None:
     return float(job.min_runtime_s)
 
 
+def current_tree(as_of: dt.datetime) -> tuple[dict[str, float], dict[str, float]]:
+    return _tree(BudgetPeriod.current(as_of))
+
+
 def _tree(period: BudgetPeriod):
-    """(budgets as nested scenario mappings, grants by path, weights by path)."""
+    """(grants by path, weights by path) of the active nodes below the root."""
     stats = [s for s in tree_stats(period).values() if s.node.depth > 1]
     grants = {s.node.slug_path: float(s.grant_gpu_hours) for s in stats}
     weights = {s.node.slug_path: float(s.node.weight) for s in stats if s.node.weight is not None}

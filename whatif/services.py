@@ -22,23 +22,37 @@ from django.utils import timezone
 from budgets import services as budget_services
 from budgets.models import BudgetNode
 from whatif import enqueue, proposal, replay
-from whatif.export import export_workload
+from whatif.export import current_tree, export_workload
 from whatif.models import Preview, Workload
 
 log = logging.getLogger(__name__)
 S = Preview.Status
 
 
-def as_of(now: dt.datetime | None = None) -> dt.datetime:
-    """The moment the records are read at: now, cut to ALLOT_WHATIF_SNAPSHOT_S, so two asks a
-    minute apart read the same workload (and the second is a cache hit)."""
-    now = now or timezone.now()
-    step = max(1, int(settings.ALLOT_WHATIF_SNAPSHOT_S))
-    return dt.datetime.fromtimestamp(int(now.timestamp()) // step * step, tz=dt.UTC)
+def _fresh(weeks: int, now: dt.datetime, period_grants) -> Workload | None:
+    """The newest workload read within ALLOT_WHATIF_SNAPSHOT_S, if the tree's grants and
+    weights are still those it was read with (an applied proposal makes it stale)."""
+    since = now - dt.timedelta(seconds=int(settings.ALLOT_WHATIF_SNAPSHOT_S))
+    recent = (
+        Workload.objects.filter(weeks=weeks, as_of__gte=since, as_of__lte=now)
+        .order_by("-as_of")
+        .first()
+    )
+    if recent is None:
+        return None
+    grants, weights = period_grants
+    if recent.data["grants"] != grants or recent.data["weights"] != weights:
+        return None
+    return recent
 
 
-def _workload(weeks: int, at: dt.datetime) -> Workload:
-    w = export_workload(weeks, at)
+def _workload(weeks: int, now: dt.datetime) -> Workload:
+    """The records of the last ``weeks``: read again at most every ALLOT_WHATIF_SNAPSHOT_S
+    seconds, so asking twice within it replays the same workload (and hits the cache)."""
+    fresh = _fresh(weeks, now, current_tree(now))
+    if fresh is not None:
+        return fresh
+    w = export_workload(weeks, now)
     data = {
         "scenario": w.scenario,
         "trace": w.trace_csv(),
@@ -49,7 +63,7 @@ def _workload(weeks: int, at: dt.datetime) -> Workload:
     }
     row, _ = Workload.objects.get_or_create(
         digest=w.digest(),
-        defaults={"weeks": weeks, "as_of": at, "data": data, "jobs": len(w.trace)},
+        defaults={"weeks": weeks, "as_of": now, "data": data, "jobs": len(w.trace)},
     )
     return row
 
@@ -67,7 +81,7 @@ def request_preview(user, weeks, grants, now: dt.datetime | None = None) -> Prev
     if not proposal.may_preview(user):
         raise proposal.ScopeError("grants", "Only leadership and managers can preview changes.")
     with transaction.atomic():
-        workload = _workload(weeks, as_of(now))
+        workload = _workload(weeks, now or timezone.now())
         current = workload.data["grants"]
         proposed = proposal.parse_proposal(user, grants, current)
         key = cache_key(workload, proposed)

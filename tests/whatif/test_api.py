@@ -2,6 +2,7 @@
 
 import pytest
 
+from budgets import services as budget_services
 from budgets.balances import tree_stats
 from budgets.models import AuditEntry
 from whatif import replay
@@ -153,3 +154,17 @@ def test_a_large_workload_replays_the_proposal_in_a_second_process_with_the_same
         for result in (in_process, both):
             result["result"][side].pop("wall_s")
         assert both["result"][side] == in_process["result"][side]
+
+
+def test_once_the_grants_change_the_next_preview_reads_them(
+    client, leader, recorded, at_as_of, run_tasks
+):
+    client.force_login(leader)
+    first = run_tasks(client, {"weeks": 1, "grants": {}}).json()["id"]
+    budget_services.set_grant(leader, recorded.tree.tulu, 3000)
+    second = run_tasks(client, {"weeks": 1, "grants": {}}).json()["id"]
+    shares = [
+        client.get(f"/api/v1/whatif/{i}/").json()["result"]["current"]["projects"]["nlp/tulu"]
+        for i in (first, second)
+    ]
+    assert shares[1]["budget_share"] > shares[0]["budget_share"]
