@@ -30,7 +30,7 @@ from budgets.models import Role
 from scheduling.demo import SIZES
 from scheduling.models import Cluster, Job
 from whatif import services
-from whatif.models import Preview
+from whatif.models import Preview, Workload
 
 NAME = "history"
 
@@ -94,7 +94,7 @@ def time_previews(user, repeat: int = 3) -> dict:
     cold, warm, hit = [], [], []
     jobs = 0
     for i in range(repeat):
-        Preview.objects.all().delete()  # nothing cached: both replays run
+        Workload.objects.all().delete()  # nothing cached: read the records, run both replays
         grants = {"nlp/tulu": str(200_000 + i), "nlp/olmo": "150000"}
         wall, cpu, preview = _preview(user, grants)
         assert preview.status == Preview.Status.DONE, preview.error

@@ -16,6 +16,8 @@ from django.core.management import call_command
 
 from scheduling.engine.sim import Simulator, load_scenario, load_trace
 from scheduling.engine.sim.scenario import ClusterSpec
+from scheduling.models import Job
+from scheduling.services import cancel_job
 from tests.engine.sim_live import HOUR, T0, Case, LiveLoop, make_run_pass
 from tests.engine.test_sim_live_agreement import SCENARIOS
 from whatif.export import export_workload
@@ -66,7 +68,11 @@ def test_the_exported_workload_replays_to_the_starts_the_live_loop_made(name, tm
     assert replayed == expected
 
 
-def test_export_workload_writes_files_that_simulate_replays(recorded, at_as_of, tmp_path):
+def test_export_workload_writes_files_that_simulate_replays(
+    recorded, researcher, at_as_of, tmp_path
+):
+    cancelled = Job.objects.filter(owner=researcher).order_by("pk").last()
+    cancel_job(researcher, cancelled.pk)  # it never ran: it used nothing, and is left out
     out = tmp_path / "out"
     call_command("export_workload", str(out), "--weeks", "1")
     trace = (out / "trace.csv").read_text().splitlines()
@@ -74,7 +80,8 @@ def test_export_workload_writes_files_that_simulate_replays(recorded, at_as_of, 
         trace[0]
         == "job_id,submit_s,project,user,gpus,duration_s,min_runtime_s,resumable,kind,cluster"
     )
-    assert len(trace) == 61
+    assert len(trace) == 60
+    assert not any(row.startswith(f"{cancelled.pk},") for row in trace)
     assert trace[1].split(",")[2:] == [
         "nlp/olmo", "researcher", "2", "7200.0", "600", "true", "batch", "jupiter"
     ]  # fmt: skip
