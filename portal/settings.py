@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "budgets",
     "exceptions",
     "scheduling",
+    "whatif",
 ]
 
 MIDDLEWARE = [
@@ -238,6 +239,13 @@ ALLOT_DISCOVERY_TIMEOUT_S = env_int(
 )  # admin's discovery, in a worker
 ALLOT_BASE_URL = env_str("ALLOT_BASE_URL", "http://127.0.0.1:8000")  # links in e-mails
 ALLOT_MAX_GRANT_GPU_HOURS = env_int("ALLOT_MAX_GRANT_GPU_HOURS", 100_000_000)
+# What-if previews (docs/whatif.md): the replay's pass interval, and how often the records are
+# read again (a preview within this many seconds of the last read, with the same grants,
+# replays that workload, so asking twice hits the cache)
+ALLOT_WHATIF_PASS_INTERVAL_S = env_int("ALLOT_WHATIF_PASS_INTERVAL_S", 300)
+# from this many jobs, the proposed replay runs in a second process beside the current one
+ALLOT_WHATIF_PARALLEL_JOBS = env_int("ALLOT_WHATIF_PARALLEL_JOBS", 2000)
+ALLOT_WHATIF_SNAPSHOT_S = env_int("ALLOT_WHATIF_SNAPSHOT_S", 300)
 # Exceptions workflow (see docs/exceptions.md)
 ALLOT_EXCEPTION_MAX_PROTECTION_H = env_int("ALLOT_EXCEPTION_MAX_PROTECTION_H", 72)
 ALLOT_EXCEPTION_PROTECTION_VALID_H = env_int("ALLOT_EXCEPTION_PROTECTION_VALID_H", 168)

@@ -13,6 +13,7 @@ api_v1 = [
     path("", include("budgets.api_urls")),
     path("", include("scheduling.api_urls")),
     path("", include("exceptions.api_urls")),
+    path("", include("whatif.api_urls")),
 ]
 
 urlpatterns = [
@@ -34,4 +35,5 @@ urlpatterns = [
     path("", include("budgets.urls")),
     path("", include("scheduling.urls")),
     path("", include("exceptions.urls")),
+    path("", include("whatif.urls")),
 ]

@@ -30,6 +30,7 @@ def forms(budget_tree, researchers_job, jupiter, researcher):
         ("/exceptions/new/reservation/jupiter/", ["gpus", "start", "end", "node"]),
         (f"/exceptions/{topup.pk}/decide/", ["decision", "reason"]),
         (f"/operations/nodes/{node.pk}/drain/", ["reason", "action"]),
+        ("/budgets/preview/simulate/", ["weeks", "grant:nlp/olmo", "grant:nlp/tulu"]),
     ]
 
 
