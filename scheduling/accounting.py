@@ -85,9 +85,10 @@ class Floor:
             return end
         if self.left is None:
             self.left = remaining_by_path()
-        per_s = pricing.cost_gpu_seconds(job, 1, known) or 1
         avail = min(self.left.get(p, 0) for p in self._chain(job))
-        return min(end, free_from + timedelta(seconds=max(0, avail) // per_s))
+        return min(
+            end, free_from + timedelta(seconds=pricing.affordable_seconds(job, avail, known))
+        )
 
     def spend(self, job: Job, cost: int, start: datetime, end: datetime) -> None:
         if self.left is None or job.protected_until is None or end <= job.protected_until:
