@@ -5,6 +5,8 @@ import json
 import shutil
 import socket
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -93,3 +95,40 @@ def provider(tmp_path):
     for process in processes:
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.fixture
+def issuer_serving():
+    """An issuer at a free port serving the discovery document ``make(issuer)`` returns."""
+    servers = []
+
+    def serve(make):
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = json.dumps(make(issuer)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        server = HTTPServer(("127.0.0.1", 0), Handler)
+        issuer = f"http://127.0.0.1:{server.server_port}"
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return issuer
+
+    yield serve
+    for server in servers:
+        server.shutdown()
+
+
+def document_for(issuer):
+    return {
+        "issuer": issuer,
+        "authorization_endpoint": f"{issuer}/auth",
+        "token_endpoint": f"{issuer}/token",
+        "jwks_uri": f"{issuer}/jwks",
+    }
