@@ -50,31 +50,31 @@ class TaskContext(logging.Filter):
         return True
 
 
+FIELDS = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+
+def formatter(log_format: str) -> logging.Formatter:
+    if log_format == "json":
+        from pythonjsonlogger.json import JsonFormatter
+
+        renamed = {"levelname": "level", "name": "logger"}
+        # "time": ISO 8601 in UTC, whatever TIME_ZONE says, as log collectors expect.
+        return JsonFormatter(
+            "%(levelname)s %(name)s %(message)s", rename_fields=renamed, timestamp="time"
+        )
+    return TextFormatter(FIELDS)
+
+
 def logging_config(log_format: str, level: str) -> dict:
     if log_format not in FORMATS:
         raise ImproperlyConfigured(f"LOG_FORMAT must be one of {', '.join(FORMATS)}")
-    formatters = {
-        "text": {
-            "()": TextFormatter,
-            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
-        },
-        "json": {
-            "()": "pythonjsonlogger.json.JsonFormatter",
-            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
-            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
-        },
-    }
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "filters": {"task": {"()": TaskContext}},
-        "formatters": {log_format: formatters[log_format]},
+        "formatters": {"allot": {"()": formatter, "log_format": log_format}},
         "handlers": {
-            "console": {
-                "class": "logging.StreamHandler",
-                "formatter": log_format,
-                "filters": ["task"],
-            }
+            "console": {"class": "logging.StreamHandler", "formatter": "allot", "filters": ["task"]}
         },
         "root": {"handlers": ["console"], "level": level},
     }
