@@ -35,8 +35,8 @@ def test_a_json_worker_writes_only_json_and_tags_events_with_the_task(
         "ALLOT_VAR_DIR": str(tmp_path / "var"),
         "LOG_FORMAT": "json",
     }
-    command = [sys.executable, "-m", "celery", "-A", "portal", "--quiet", "worker", "--pool", "solo",
-               "--queues", queue, "--loglevel", "INFO",
+    command = [sys.executable, "-m", "celery", "-A", "portal", "--quiet", "worker",
+               "--pool", "solo", "--queues", queue, "--loglevel", "INFO",
                "--without-heartbeat", "--without-gossip"]  # fmt: skip
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
