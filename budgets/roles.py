@@ -9,6 +9,7 @@ every other governance change.
 
 import logging
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from budgets.access import forget_roles
@@ -48,6 +49,8 @@ def sync_mapped_roles(user, groups, mapping: tuple[MappedRole, ...]) -> list[Aud
     2. Wanted: the governed pairs of the entries whose group the user is in.
     3. Grant what is wanted and missing; revoke what is governed, held and not wanted.
     """
+    # Two sign-ins of one user at once would both create the same role: one waits here.
+    get_user_model().objects.select_for_update().filter(pk=user.pk).first()
     resolved = _resolve(mapping)
     governed = {_key(e.role, node): node for e, node in resolved.items()}
     groups = set(groups)

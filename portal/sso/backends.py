@@ -3,8 +3,10 @@
 import logging
 
 import jwt
+import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import PermissionDenied, SuspiciousOperation, ValidationError
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
@@ -53,9 +55,15 @@ class OIDCBackend(OIDCAuthenticationBackend):
             return None
         try:
             return super().authenticate(request, **kwargs)
-        except (discovery.DiscoveryError, SuspiciousOperation) as exc:
+        except (discovery.DiscoveryError, SuspiciousOperation, requests.RequestException) as exc:
+            # A provider that refuses the code, times out or sends a bad token: back to the
+            # login page with a message (LOGIN_REDIRECT_URL_FAILURE), not a server error.
             event(log, "sso_refused", logging.WARNING, reason=str(exc))
             return None
+
+    def get_user(self, user_id):
+        # The parent's returns deactivated users too: their sessions would outlive the switch.
+        return ModelBackend.get_user(self, user_id)
 
     def get_payload_data(self, token, key):
         """The ID token's signature, expiry, audience (this client) and issuer; the parent

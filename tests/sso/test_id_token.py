@@ -50,3 +50,11 @@ def test_a_token_not_meant_for_us_is_refused(issuer, claims):
 def test_a_password_login_never_reaches_the_provider(rf, issuer):
     # No nonce: not the callback, so no discovery, no token request.
     assert OIDCBackend().authenticate(rf.get("/?code=x&state=y"), username="a") is None
+
+
+def test_a_deactivated_user_loses_a_single_sign_on_session(client, researcher, issuer):
+    client.force_login(researcher, backend="portal.sso.backends.OIDCBackend")
+    assert client.get("/").status_code == 200
+    researcher.is_active = False
+    researcher.save(update_fields=["is_active"])
+    assert client.get("/").status_code == 302
