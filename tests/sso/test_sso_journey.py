@@ -49,6 +49,8 @@ def test_sign_in_with_the_provider_lands_home_as_the_mapped_program_manager(
     assert "Vision" not in page.content()  # another program: out of her scope
     page.goto(f"{live_server.url}/")
     assert "Welcome, Alice Okafor" in page.inner_text("h1")
+    home = page.inner_text("main")  # her mapped role's panel: nlp's projects, not vision's
+    assert "Your projects" in home and "nlp/olmo" in home and "vision" not in home
 
     role = Role.objects.get(user__username="alice")
     assert (role.role, role.node) == (Role.Kind.PROGRAM_MANAGER, budget_tree.nlp)
