@@ -293,7 +293,6 @@ ALLOT_PASSWORD_LOGIN = env_bool("ALLOT_PASSWORD_LOGIN", default=True)
 if not ALLOT_PASSWORD_LOGIN and not ALLOT_OIDC_ISSUER:
     raise ImproperlyConfigured("ALLOT_PASSWORD_LOGIN=0 needs single sign-on (ALLOT_OIDC_ISSUER)")
 # mozilla-django-oidc's own settings; the endpoints come from discovery (portal/sso/backends.py).
-OIDC_RP_SCOPES = ALLOT_OIDC_SCOPES
 OIDC_USE_PKCE = True
 OIDC_TIMEOUT = ALLOT_OIDC_TIMEOUT_S
 LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"

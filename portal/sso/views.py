@@ -10,6 +10,7 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
+from mozilla_django_oidc.utils import import_from_settings
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
 from portal import sso
@@ -50,6 +51,12 @@ class SignIn(OIDCAuthenticationRequestView):
 
     def __init__(self, **kwargs):
         super(OIDCAuthenticationRequestView, self).__init__(**kwargs)  # not the settings reads
+
+    @staticmethod
+    def get_settings(attr, *args):
+        if attr == "OIDC_RP_SCOPES":
+            return settings.ALLOT_OIDC_SCOPES
+        return import_from_settings(attr, *args)
 
     def get(self, request):
         if not sso.enabled():

@@ -28,10 +28,11 @@ def test_sign_in_with_the_provider_lands_home_as_the_mapped_program_manager(
     use_sso(
         issuer,
         "nlp-pm=program_manager:nlp, gpu-leads=leadership:/",
-        OIDC_RP_SCOPES="openid email profile groups posix",
+        ALLOT_OIDC_SCOPES="openid email profile groups posix",
         ALLOT_OIDC_POSIX_CLAIM="posix_username",
         ALLOT_OIDC_UID_CLAIM="uid_number",
         ALLOT_OIDC_GID_CLAIM="gid_number",
+        AXES_ENABLED=True,  # as in production: the callback passes the login throttle
     )
     page = browser.new_context().new_page()
     page.goto(f"{live_server.url}/budgets/")  # a login-only page: to /login/?next=/budgets/
