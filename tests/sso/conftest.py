@@ -132,3 +132,26 @@ def document_for(issuer):
         "token_endpoint": f"{issuer}/token",
         "jwks_uri": f"{issuer}/jwks",
     }
+
+
+@pytest.fixture
+def hanging_issuer():
+    """A port that accepts connections and never answers; counts the connections."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    accepted = []
+
+    def accept():
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            accepted.append(conn)  # held open, never answered
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}", accepted
+    sock.close()
+    for conn in accepted:
+        conn.close()

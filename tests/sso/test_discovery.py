@@ -2,7 +2,6 @@
 while the identity provider hangs or is down, and checked to name the issuer asked for."""
 
 import socket
-import threading
 
 import pytest
 
@@ -10,29 +9,6 @@ from portal.sso import discovery
 from tests.sso.conftest import document_for
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def hanging_issuer():
-    """A port that accepts connections and never answers; counts the connections."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    accepted = []
-
-    def accept():
-        while True:
-            try:
-                conn, _ = sock.accept()
-            except OSError:
-                return
-            accepted.append(conn)  # held open, never answered
-
-    threading.Thread(target=accept, daemon=True).start()
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}", accepted
-    sock.close()
-    for conn in accepted:
-        conn.close()
 
 
 def test_a_hanging_provider_costs_the_timeout_and_a_503_not_a_hung_worker(
