@@ -76,5 +76,12 @@ def logging_config(log_format: str, level: str) -> dict:
         "handlers": {
             "console": {"class": "logging.StreamHandler", "formatter": "allot", "filters": ["task"]}
         },
+        # Django's own loggers come with handlers of their own (its DEFAULT_LOGGING, applied
+        # first): without this, runserver's request lines and DEBUG's console stay plain text,
+        # or are printed twice.
+        "loggers": {
+            "django": {"handlers": [], "level": "INFO", "propagate": True},
+            "django.server": {"handlers": [], "level": "INFO", "propagate": True},
+        },
         "root": {"handlers": ["console"], "level": level},
     }

@@ -96,3 +96,24 @@ def test_a_pass_a_dispatch_a_reconcile_and_a_charge_each_log_an_event(
     assert sync.cluster == "jupiter" and sync.lost == []
     [charge] = records(caplog, "charge")
     assert charge.jobs == 1
+
+
+def test_under_json_django_s_own_loggers_write_json_once(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import django, logging; django.setup(); "
+        "logging.getLogger('django.server').info('GET / 200'); "
+        "logging.getLogger('django.request').warning('Not Found: /x')"
+    )
+    env = {**os.environ, "DEBUG": "1", "LOG_FORMAT": "json",
+           "DJANGO_SETTINGS_MODULE": "portal.settings",
+           "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3"}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
+    lines = [json.loads(line) for line in done.stderr.splitlines() if line.strip()]
+    messages = [line["message"] for line in lines if line["logger"].startswith("django")]
+    assert messages == ["GET / 200", "Not Found: /x"]
