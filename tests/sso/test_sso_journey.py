@@ -63,3 +63,21 @@ def test_sign_in_with_the_provider_lands_home_as_the_mapped_program_manager(
     )
     account = PosixAccount.objects.get(user__username="alice")
     assert (account.name, account.uid, account.gid) == ("aokafor", 41001, 4100)
+
+
+def test_a_provider_refusing_the_code_exchange_returns_to_the_login_page(
+    browser, live_server, provider, use_sso, budget_tree
+):
+    issuer = provider(f"{live_server.url}/oidc/callback/", {"alice": ALICE})
+    use_sso(issuer, ALLOT_OIDC_CLIENT_SECRET="not-the-secret")  # the provider refuses it
+    page = browser.new_context().new_page()
+    page.goto(f"{live_server.url}/login/")
+    page.click("text=Sign in with Test IdP")
+    page.fill("input[name=login]", "alice")
+    page.fill("input[name=password]", "anything")
+    page.click("button[type=submit]")
+    page.click("text=Continue")
+
+    page.wait_for_url(f"{live_server.url}/login/?sso=failed")
+    assert "Single sign-on did not complete" in page.inner_text("main")
+    assert not Role.objects.filter(user__username="alice").exists()
