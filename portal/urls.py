@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import account, views
 from portal.api_auth import obtain_token
-from portal.forms import LoginForm
+from portal.sso import views as sso_views
 
 api_v1 = [
     path("auth/token/", obtain_token, name="api-token"),
@@ -19,8 +19,11 @@ api_v1 = [
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
-    path("login/", auth_views.LoginView.as_view(authentication_form=LoginForm), name="login"),
+    path("login/", sso_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("oidc/login/", sso_views.SignIn.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", sso_views.Callback.as_view(), name="oidc_authentication_callback"),
+    path("admin/login/", sso_views.admin_login),  # before admin.site.urls, which has its own
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
