@@ -231,8 +231,9 @@ def release_lien(job_ref, *, now=None) -> bool:
     )
 
 
-def _reverse(charge: UsageEntry, kept_gpu_s: int) -> int:
-    """Write the reversal of what `charge` holds beyond `kept_gpu_s`; return the cost."""
+def _reverse(charge: UsageEntry, kept_gpu_s: int, *, lien: bool = True) -> int:
+    """Write the reversal of what `charge` holds beyond `kept_gpu_s`; return the cost.
+    ``lien=False`` when the charge belongs to an earlier attempt than the job's open lien."""
     excess_gpu_s = charge.gpu_seconds - kept_gpu_s
     excess_cost = charge.cost_gpu_seconds - cost_of(kept_gpu_s, charge.gpu_type)
     if excess_gpu_s <= 0 and excess_cost <= 0:
@@ -248,6 +249,8 @@ def _reverse(charge: UsageEntry, kept_gpu_s: int) -> int:
         cost_gpu_seconds=-excess_cost,
         reverses=charge,
     )
+    if not lien:
+        return excess_cost
     # What the open lien counted as charged is given back too, so it holds again what the
     # protected window still needs.
     Lien.objects.filter(job_ref=charge.job_ref, released_at__isnull=True).update(
@@ -284,6 +287,23 @@ def reverse_usage_after(job_ref, end, gpus: int) -> int:
     for charge in _open_charges(job_ref).filter(interval_end__gt=end):
         kept_s = max(0, int((end - charge.interval_start).total_seconds()))
         returned += _reverse(charge, min(charge.gpu_seconds, gpus * kept_s))
+    return returned
+
+
+@transaction.atomic
+def reverse_usage_between(job_ref, end, before, gpus: int, *, since) -> int:
+    """``reverse_usage_after`` for an earlier attempt of job `job_ref`, which ran from
+    `since` and whose real end `end` is learnt after a newer attempt started at `before`:
+    only charges that start in [since, before) are that attempt's. The job's open lien, if
+    any, is the newer attempt's and keeps what it counted as charged. Returns the
+    cost-GPU-seconds given back; repeating it changes nothing."""
+    returned = 0
+    charges = _open_charges(job_ref).filter(
+        interval_start__gte=since, interval_start__lt=before, interval_end__gt=end
+    )
+    for charge in charges:
+        kept_s = max(0, int((end - charge.interval_start).total_seconds()))
+        returned += _reverse(charge, min(charge.gpu_seconds, gpus * kept_s), lien=False)
     return returned
 
 

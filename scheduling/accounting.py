@@ -285,3 +285,39 @@ def settle_late_end(job: Job, ended: datetime) -> int:
         f"given back ({given} cost-GPU-seconds)",
     )
     return given
+
+
+def settle_earlier_attempt(job: Job, attempt: int, ended: datetime) -> int:
+    """``settle_late_end`` for an attempt that is no longer the job's current one: Allot
+    stopped attempt number ``attempt`` while the backend still showed it running (Slurm's
+    COMPLETING), requeued it, and a pass started a newer attempt before the backend reported
+    that the work had ended on its own at ``ended``. What that attempt was charged beyond
+    ``ended`` is given back, up to the next attempt's start only: the charges from there on,
+    the job's row and its open lien are the newer attempt's and stay as they are.
+
+    Each start writes one "running" event (append-only), so the timeline says when attempt
+    ``attempt`` and the one after it were decided. Once only, as ``settle_late_end``. The
+    caller holds the job row. Returns the cost-GPU-seconds given back."""
+    from budgets import ledger
+
+    if not 1 <= attempt < job.attempt:
+        return 0
+    starts = list(
+        job.events.filter(kind=Job.State.RUNNING)
+        .order_by("at", "pk")
+        .values_list("at", flat=True)[attempt - 1 : attempt + 1]
+    )
+    if len(starts) != 2 or not starts[0] <= ended < starts[1]:
+        return 0
+    began, next_start = starts
+    given = ledger.reverse_usage_between(job.pk, ended, next_start, job.gpus, since=began)
+    if given:
+        JobEvent.objects.create(
+            job=job,
+            at=ended,
+            kind="charges_settled",
+            message=f"attempt {attempt}'s work had already ended at "
+            f"{ended:%Y-%m-%d %H:%M:%S} UTC on the cluster, before Allot stopped it: charges "
+            f"after the real end given back ({given} cost-GPU-seconds)",
+        )
+    return given

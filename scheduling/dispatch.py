@@ -217,18 +217,35 @@ ENDED_ON_ITS_OWN = (RemoteState.COMPLETED, RemoteState.FAILED)
 def settle_stopped_attempt(job_id: int, remote: RemoteJob) -> int:
     """The backend reports that an attempt Allot preempted or cancelled had finished on its
     own, at ``remote.ended_at``: give back what was charged beyond that real end
-    (``accounting.settle_late_end``; once only). Only while the job's current attempt is that
-    one (preempted, cancelled, or requeued and not restarted): a newer attempt's charges are
-    not this one's. Returns the cost-GPU-seconds given back."""
+    (``accounting.settle_late_end``; once only), while the job's current attempt is that one
+    (preempted, cancelled, or requeued and not restarted). An earlier attempt of a job
+    restarted since is settled up to the newer attempt's start, whose charges are not its
+    own (``accounting.settle_earlier_attempt``). Returns the cost-GPU-seconds given back."""
     from scheduling import accounting
 
     if remote.state not in ENDED_ON_ITS_OWN or remote.ended_at is None:
         return 0
     job = Job.objects.select_for_update(of=("self",)).filter(pk=job_id).first()
-    stopped = (Job.State.PREEMPTED, Job.State.CANCELLED, Job.State.PENDING)
-    if job is None or job.attempt_key != remote.attempt_key or job.state not in stopped:
+    if job is None:
         return 0
-    return accounting.settle_late_end(job, datetime.fromtimestamp(remote.ended_at, tz=UTC))
+    ended = datetime.fromtimestamp(remote.ended_at, tz=UTC)
+    if job.attempt_key != remote.attempt_key:
+        # A pass restarted the job before the backend reported this attempt's real end.
+        earlier = attempt_of(remote.attempt_key, job.pk)
+        return accounting.settle_earlier_attempt(job, earlier, ended) if earlier else 0
+    stopped = (Job.State.PREEMPTED, Job.State.CANCELLED, Job.State.PENDING)
+    if job.state not in stopped:
+        return 0
+    return accounting.settle_late_end(job, ended)
+
+
+def attempt_of(attempt_key: str, job_id: int) -> int | None:
+    """The attempt number in one of ``job_id``'s attempt keys (``<job id>-<attempt>-<random>``,
+    made by ``apply._apply_start``); None for a key of another job or of another form."""
+    parts = attempt_key.split("-")
+    if len(parts) != 3 or parts[0] != str(job_id) or not parts[1].isdigit():
+        return None
+    return int(parts[1])
 
 
 def enqueue_start(job: Job) -> None:

@@ -10,7 +10,8 @@ for what actually runs:
 4. a preempted attempt the backend still runs is stopped again, then requeued;
 5. a running backend job whose Allot job is over (cancelled, superseded) is cancelled;
 6. an attempt Allot preempted or cancelled that the backend reports finished on its own,
-   earlier, is charged to that real end (what was charged beyond it is given back, once).
+   earlier, is charged to that real end (what was charged beyond it is given back, once),
+   also when a pass has started the job again since (up to the newer attempt's start).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from scheduling.backends.base import (
 )
 from scheduling.dispatch import (
     ENDED_ON_ITS_OWN,
+    attempt_of,
     backend_for,
     note_error,
     requeue_preempted,
@@ -61,7 +63,7 @@ class ReconcileReport:
 def _settle_stopped(remote_jobs: list[RemoteJob], live_keys: set[str], report) -> None:
     """Attempts Allot cancelled, or preempted and already requeued, are not live any more;
     if the backend reports one finished on its own before Allot's stop was charged to, it is
-    charged to that real end. One query for the candidates; each settled with its row locked."""
+    charged to that real end. Two queries for the candidates; each settled with its row locked."""
     ended = {
         r.attempt_key: r
         for r in remote_jobs
@@ -78,6 +80,17 @@ def _settle_stopped(remote_jobs: list[RemoteJob], live_keys: set[str], report) -
         if datetime.fromtimestamp(ended[key].ended_at, tz=UTC) < charged_to:
             if settle_stopped_attempt(pk, ended[key]):
                 report.settled.append(pk)
+    # Attempts Allot stopped while they still showed running (Slurm's COMPLETING) and whose
+    # job a pass has restarted since: settled up to the newer attempt's start. Rare, and
+    # found with one more query (a job's attempt number against the one in the key).
+    attempts = dict(
+        Job.objects.filter(pk__in={r.job_id for r in ended.values()}).values_list("pk", "attempt")
+    )
+    for key, remote in ended.items():
+        number = attempt_of(key, remote.job_id)
+        if number is not None and number < attempts.get(remote.job_id, 0):
+            if settle_stopped_attempt(remote.job_id, remote):
+                report.settled.append(remote.job_id)
 
 
 @transaction.atomic

@@ -287,3 +287,64 @@ def test_a_job_cancelled_while_still_completing_is_charged_to_its_real_end(
     assert sync_cluster(cluster.pk).settled == [job.pk]
     _charged_to_the_real_end(job)
     assert sync_cluster(cluster.pk).settled == []
+
+
+def test_an_earlier_attempt_restarted_before_its_real_end_was_heard_is_charged_to_that_end(
+    researcher, cluster_admin, cluster, frozen, run_pass, completing
+):
+    """Slurm shows the job COMPLETING when Allot preempts it, so the stop task settles
+    nothing and requeues it; a pass restarts it (a new attempt, a new key) before the backend
+    reports the first attempt's real end. When it does, that attempt's charges beyond its end
+    go back, bounded at the new attempt's start: the new attempt's charges and lien are its
+    own."""
+    job = submit_job(
+        researcher,
+        JobRequest(
+            name="t", project="nlp/olmo", cluster="jupiter", gpus=2, min_runtime_s=600,
+            resumable=False, sim_duration_s=1800,
+        ),
+    )  # fmt: skip
+    run_pass(cluster)
+    frozen.shift(2100 * S)  # its work ended at 1800 s; the backend still says running
+    assert sync_cluster(cluster.pk).finished == []
+    charge_running_jobs()
+    job.refresh_from_db()
+    first_key = job.attempt_key
+    node = cluster.nodes.get(name=job.nodes[0][0])
+    set_node_drain(cluster_admin, node.pk, True, "repair")
+    run_pass(cluster)  # preempted (past its protection); the stop task runs after commit
+    job.refresh_from_db()
+    assert job.state == Job.State.PENDING  # the stop found it "running" and requeued it
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 2100  # charged to the preemption
+
+    frozen.shift(60 * S)
+    run_pass(cluster)  # restarted on the other node at 2160 s
+    job.refresh_from_db()
+    assert (job.state, job.attempt) == (Job.State.RUNNING, 2)
+    assert job.attempt_key != first_key
+    frozen.shift(60 * S)
+    sync_cluster(cluster.pk)  # the first attempt still COMPLETING, with no end time
+    charge_running_jobs()  # the new attempt: [2160, 2220)
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 2100 + 2 * 60
+
+    frozen.shift(300 * S)  # past the lag: the first attempt reports its end at 1800 s
+    report = sync_cluster(cluster.pk)
+    assert report.settled == [job.pk]
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 1800 + 2 * 60
+    assert sum(e.cost_gpu_seconds for e in _ledger(job)) == 2 * 1800 + 2 * 60
+    reversal = _ledger(job)[-1]
+    assert reversal.reverses_id is not None  # appended, never a delete
+    assert reversal.interval_end <= T0 + 2100 * S  # the new attempt's charges untouched
+    [event] = job.events.filter(kind="charges_settled")
+    assert event.at == T0 + 1800 * S and "attempt 1" in event.message
+    job.refresh_from_db()  # the current attempt is left as it is
+    assert (job.state, job.started_at) == (Job.State.RUNNING, T0 + 2160 * S)
+    assert job.last_charged_at == T0 + 2220 * S and job.ended_at is None
+    lien = Lien.objects.get(job_ref=job.pk, released_at__isnull=True)
+    assert lien.charged_gpu_seconds == 2 * 60  # the new attempt's lien is not given the refund
+
+    rows = len(_ledger(job))
+    assert sync_cluster(cluster.pk).settled == []  # once only
+    dispatch.stop_on_backend(job.pk, first_key)  # a redelivered stop of the first attempt
+    assert len(_ledger(job)) == rows
+    assert job.events.filter(kind="charges_settled").count() == 1
