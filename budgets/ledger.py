@@ -165,6 +165,27 @@ def extend_lien(node, job_ref, outstanding_gpu_seconds, *, now=None) -> Lien:
 
 
 @transaction.atomic
+def shrink_lien(job_ref, outstanding_gpu_seconds) -> int:
+    """Make the job's open lien hold at most ``outstanding_gpu_seconds`` still to be charged
+    (its protection was cut back: an extension ended or was shortened). Never below what is
+    already charged against it; a lien that holds less is left as it is. Returns the
+    cost-GPU-seconds given back to the budget (0 without an open lien)."""
+    outstanding = int(outstanding_gpu_seconds)
+    if outstanding < 0:
+        raise BudgetValidationError("cost_gpu_seconds", "A lien cannot be negative.")
+    lien = Lien.objects.select_for_update().filter(job_ref=job_ref, released_at=None).first()
+    if lien is None:
+        return 0
+    cost = lien.charged_gpu_seconds + outstanding
+    if cost >= lien.cost_gpu_seconds:
+        return 0
+    released = lien.cost_gpu_seconds - cost
+    lien.cost_gpu_seconds = cost
+    lien.save(update_fields=["cost_gpu_seconds"])
+    return released
+
+
+@transaction.atomic
 def hold_liens(requests, *, now=None) -> set:
     """``hold_lien`` (with ``require_funds``) for many jobs, in the given order, as if one
     after another: what an earlier request holds is no longer there for a later one. Returns

@@ -3,7 +3,8 @@
 - extended_protection: the job may be protected for `hours` from each start (the scheduling
   service extends a running job's current protection now, growing its lien for the extra
   protected time, and cites the exception as the job's protection source; if the budget cannot
-  hold that lien, the approval is refused). Expiry hands the job back to its own contract.
+  hold that lien, the approval is refused). Expiry hands the job back to its own contract
+  and shrinks the lien to what that contract still needs.
 - budget_topup: the node's grant for the current period rises by `gpu_hours`, through
   `budgets.services.set_grant` (which checks it fits the parent and writes the audit row,
   citing the exception). If it does not fit, only leadership can make room: with a
@@ -124,8 +125,19 @@ def _unprotect(request, now) -> None:
 
     if request.job_id is None:
         return
-    revoke_protection_exception(request.job_id, request.source)
-    _note(request, now, f"Job #{request.job_id} is back to its own runtime contract.")
+    job = revoke_protection_exception(request.job_id, request.source)
+    released = getattr(job, "lien_released", 0)
+    _note(
+        request,
+        now,
+        f"Job #{request.job_id} is back to its own runtime contract"
+        + (
+            f"; its lien for the extra protected time shrank by {released / 3600:,.2f} "
+            "GPU-hours, back to its budget."
+            if released
+            else "."
+        ),
+    )
 
 
 def _grants(nodes, period) -> dict[int, Decimal]:

@@ -49,6 +49,18 @@ def extend_protection_lien(job: Job, protected_until: datetime) -> None:
     ledger.extend_lien(job.project, job.pk, pricing.cost_gpu_seconds(job, seconds))
 
 
+def shrink_protection_lien(job: Job, protected_until: datetime) -> int:
+    """A running funded job's protection now ends earlier, at ``protected_until`` (an
+    extension ended): its lien holds no more than the protected seconds not yet charged, at
+    the price of its nodes, and never less than what is charged against it. The caller holds
+    the job row. Returns the cost-GPU-seconds given back to the budget."""
+    from budgets import ledger
+
+    charged_to = max(job.last_charged_at or job.started_at, job.started_at)
+    seconds = max(0, int((protected_until - charged_to).total_seconds()))
+    return ledger.shrink_lien(job.pk, pricing.cost_gpu_seconds(job, seconds))
+
+
 def hold_start_liens(starts: list[tuple[Job, int]]) -> set[int]:
     """``hold_start_lien`` for all of a pass's funded starts (job, protected seconds), in
     decision order, in a constant number of queries. Returns the ids of the jobs whose lien

@@ -249,15 +249,25 @@ def apply_protection_exception(job_id: int, protected_s: int, source: str) -> Jo
 @transaction.atomic
 def revoke_protection_exception(job_id: int, source: str) -> Job:
     """The exception expired or was withdrawn: back to the job's own contract. A running job
-    keeps at most its declared minimum runtime of protection from its current start."""
+    keeps at most its declared minimum runtime of protection from its current start, and its
+    lien shrinks to what that protection still needs (``job.lien_released`` says how much
+    went back to the budget, for the exception's record)."""
+    from scheduling import accounting
+
     job = Job.objects.select_for_update().get(pk=job_id)
     if job.protection_source != source[:100]:
         return job
     fields = {"max_protection_s": None, "protection_source": "contract"}
+    message, released = f"{source} ended; protection back to the job's contract", 0
     if job.state == Job.State.RUNNING and job.started_at and job.funded:
         contract_end = job.started_at + timedelta(seconds=job.min_runtime_s)
         fields["protected_until"] = min(job.protected_until or contract_end, contract_end)
-    return _change_protection(job, fields, f"{source} ended; protection back to the job's contract")
+        released = accounting.shrink_protection_lien(job, fields["protected_until"])
+        if released:
+            message += f"; its lien gives {released} cost-GPU-seconds back to the budget"
+    job = _change_protection(job, fields, message)
+    job.lien_released = released
+    return job
 
 
 def _change_protection(job: Job, fields: dict, message: str) -> Job:

@@ -66,3 +66,15 @@ def test_holding_many_liens_costs_as_many_queries_as_holding_two(budget_tree):
         ledger.hold_liens([(nodes[i % 3], 100 + i, H) for i in range(60)])
     assert len(many) == len(two)
     assert Lien.objects.count() == 62
+
+
+def test_a_lien_shrinks_to_what_is_still_outstanding_but_never_below_its_charges(budget_tree):
+    ledger.hold_lien(budget_tree.olmo, 9, 10 * H)
+    Lien.objects.filter(job_ref=9).update(charged_gpu_seconds=4 * H)
+    assert ledger.shrink_lien(9, 2 * H) == 4 * H  # held 6 h, 2 h still outstanding
+    assert Lien.objects.get(job_ref=9).cost_gpu_seconds == 6 * H
+    assert ledger.shrink_lien(9, 5 * H) == 0  # it holds less than that: never grows here
+    assert ledger.shrink_lien(9, 0) == 2 * H
+    assert Lien.objects.get(job_ref=9).cost_gpu_seconds == 4 * H  # what is charged stays
+    ledger.release_lien(9)
+    assert ledger.shrink_lien(9, 0) == 0  # a released lien is left alone

@@ -72,7 +72,7 @@ from scheduling.backends.simulated import SimulatedBackend
 from scheduling.discovery import register_cluster
 from scheduling.models import Job, Node
 from scheduling.reconcile import sync_cluster
-from scheduling.services import JobRequest, cancel_job, submit_job
+from scheduling.services import JobRequest, cancel_job, set_node_drain, submit_job
 from tests.budgets.factories import RoleFactory, UserFactory
 
 T0 = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.UTC)
@@ -141,6 +141,18 @@ def _settling(real):
             return real(*args, **kwargs)
         finally:
             CURRENT.pop("settling", None)
+
+    return settling
+
+
+def _settling_earlier(real):
+    """Wrap accounting.settle_earlier_attempt: count the earlier attempts it settled."""
+
+    def settling(*args, **kwargs):
+        given = real(*args, **kwargs)
+        if given:
+            CURRENT["settled_earlier"] = CURRENT.get("settled_earlier", 0) + 1
+        return given
 
     return settling
 
@@ -237,6 +249,7 @@ class LiveLoop(RuleBasedStateMachine):
                 "closed_after_end": CURRENT.get("closed_after_end", 0),
                 "overcharged_gpu_s": CURRENT.get("overcharged_gpu_s", 0),
                 "settled": CURRENT.get("settled", 0),
+                "settled_earlier": CURRENT.get("settled_earlier", 0),
                 "unrefunded": CURRENT.get("unrefunded", 0),
             }
         )
@@ -249,6 +262,8 @@ class LiveLoop(RuleBasedStateMachine):
         if CURRENT.get("closed_after_end"):
             event("an attempt closed by Allot after its real end")
         target(float(CURRENT.get("settled", 0)), label="attempts stopped after their end")
+        if CURRENT.get("settled_earlier"):
+            event("an earlier attempt settled after a restart")
 
     def _roll_back(self):
         CompletingBackend.completing_s = 0
@@ -277,17 +292,21 @@ class LiveLoop(RuleBasedStateMachine):
         """When the next running attempt's work really ends on the backend (epoch seconds),
         completing ones included (their end may be past); None if nothing runs or it does
         not answer."""
+        return min((end for end, _ in self._ends()), default=None)
+
+    def _ends(self) -> list[tuple[float, Job]]:
+        """(real end, job) for each attempt the backend reports running, soonest first."""
         try:
             remote = [r for r in self.backend.sync() if r.state == RemoteState.RUNNING]
         except BackendError:
-            return None
+            return []
         ends = []
         for r in remote:
             job = Job.objects.filter(pk=r.job_id).first()
             if job is not None and job.sim_duration_s and r.started_at is not None:
                 left = job.sim_duration_s - (job.run_seconds_done if job.resumable else 0)
-                ends.append(r.started_at + max(1, left))
-        return min(ends, default=None)
+                ends.append((r.started_at + max(1, left), job))
+        return sorted(ends, key=lambda pair: pair[0])
 
     def _now(self) -> float:
         return dt.datetime.now(tz=dt.UTC).timestamp()
@@ -353,10 +372,10 @@ class LiveLoop(RuleBasedStateMachine):
                 self._charge()
             self.reconciled = False
 
-    def _start_one(self, leaf, gpus, duration_s, *, dispatched=True):
+    def _start_one(self, leaf, gpus, duration_s, *, dispatched=True, resumable=True):
         """A funded job submitted and decided by a pass (and dispatched), so the stories below
         need not wait for the random rules to line up a running job."""
-        self.submit(leaf, gpus, 600, duration_s, True)
+        self.submit(leaf, gpus, 600, duration_s, resumable)
         self.scheduling_pass()
         if dispatched:
             self.dispatch()
@@ -392,6 +411,54 @@ class LiveLoop(RuleBasedStateMachine):
             self._charge()  # ... so it is charged past its real end
         self.traveller.shift(dt.timedelta(seconds=self.completing_s + 1))
         self.reconciled = sync_cluster(self.cluster.pk) is not None  # the real end, reversed
+
+    @rule(
+        after=st.integers(min_value=0, max_value=230),
+        seen_completing=st.booleans(),
+        leaf=st.sampled_from([0, 1]),
+        gpus=st.sampled_from([1, 2, 4]),
+        duration_s=st.integers(min_value=600, max_value=3600),
+    )
+    def a_completing_job_preempted_and_restarted(
+        self, after, seen_completing, leaf, gpus, duration_s
+    ):
+        """Allot preempts a job (its node drained) whose work has ended while the backend
+        still shows it COMPLETING: the stop task finds it running and requeues it, and a pass
+        starts it again (a new attempt, a new key) before reconcile hears the first attempt's
+        real end. When it does, that attempt's charges beyond the end go back; the new
+        attempt's stay. (A job that is not resumable: a resumable one whose work is done is
+        requeued and run again for a second, which a_completed_job_ran_exactly_its_work
+        rightly refuses; not this story's subject.)"""
+
+        def ends():
+            return [
+                (end, job)
+                for end, job in self._ends()
+                if job.state == Job.State.RUNNING and not job.resumable
+            ]
+
+        if not ends():
+            self._start_one(leaf, gpus, duration_s, resumable=False)
+        if not ends():
+            return
+        end, job = ends()[0]
+        at = max(end, job.protected_until.timestamp()) + after
+        self.traveller.shift(dt.timedelta(seconds=max(0.0, at - self._now())))
+        if seen_completing:
+            sync_cluster(self.cluster.pk)  # within the lag the job is confirmed "running"
+            self._charge()  # ... so it is charged past its real end
+        node = Node.objects.get(cluster=self.cluster, name=job.nodes[0][0])
+        set_node_drain(self.admin, node.pk, True, "repair")
+        self.scheduling_pass()  # preempted: its protection is over
+        self.dispatch()  # the stop task: requeued
+        self._observe()  # the first attempt seen closed before the next one starts
+        set_node_drain(self.admin, node.pk, False)
+        self.scheduling_pass()  # started again, if it still ranks first for the room
+        self.dispatch()
+        self._observe()
+        self._charge()
+        self.traveller.shift(dt.timedelta(seconds=self.completing_s + 1))
+        self.reconciled = sync_cluster(self.cluster.pk) is not None  # the real end, settled
 
     @rule(down=st.booleans())
     def outage(self, down):
@@ -506,6 +573,11 @@ class LiveLoop(RuleBasedStateMachine):
         """Record every attempt while it runs and once it has closed (each attempt is seen
         running at least once: nothing starts and ends within one step)."""
         types = dict(Node.objects.filter(cluster=self.cluster).values_list("name", "gpu_type"))
+        current = dict(Job.objects.filter(attempt__gte=1).values_list("pk", "attempt"))
+        for (job_id, attempt), seen in self.attempts.items():
+            if seen.get("closed") and attempt < current.get(job_id, 0):
+                # An earlier attempt may be settled after the job restarted.
+                self._note_settled(Job.objects.get(pk=job_id), seen)
         for job in Job.objects.filter(attempt__gte=1):
             seen = self.attempts.setdefault((job.pk, job.attempt), {})
             if seen.get("closed"):
@@ -664,6 +736,9 @@ def test_money_and_promises_hold_through_the_live_loop(request, monkeypatch):
     for name in ("reverse_usage_after", "reverse_usage_before"):
         monkeypatch.setattr(ledger, name, _counting(name))
     monkeypatch.setattr(accounting, "settle_late_end", _settling(accounting.settle_late_end))
+    monkeypatch.setattr(
+        accounting, "settle_earlier_attempt", _settling_earlier(accounting.settle_earlier_attempt)
+    )
     RUNS.clear()
     run_state_machine_as_test(
         LiveLoop,
@@ -689,6 +764,7 @@ def test_money_and_promises_hold_through_the_live_loop(request, monkeypatch):
         f"{sum(r['closed_after_end'] for r in RUNS)} in "
         f"{sum(1 for r in RUNS if r['closed_after_end'])} examples, "
         f"{sum(r['overcharged_gpu_s'] for r in RUNS)} GPU-seconds charged past it, "
-        f"{sum(r['settled'] for r in RUNS)} given back; "
+        f"{sum(r['settled'] for r in RUNS)} given back, "
+        f"{sum(r['settled_earlier'] for r in RUNS)} more after the job had restarted; "
         f"left unrefunded: {sum(r['unrefunded'] for r in RUNS)}"
     )
