@@ -689,6 +689,21 @@ class LiveLoop(RuleBasedStateMachine):
             assert left + held.get(path, 0) >= -rows, (path, left, held.get(path, 0))
 
     @invariant()
+    def an_open_lien_holds_no_more_than_the_protection_still_needs(self):
+        """A lien covers the protected seconds not yet charged, at the price of the job's
+        nodes: it grows with an extension and shrinks back when the extension ends (within
+        half a cost-second of rounding per charge row)."""
+        types = dict(Node.objects.filter(cluster=self.cluster).values_list("name", "gpu_type"))
+        for lien in Lien.objects.filter(released_at__isnull=True):
+            job = Job.objects.get(pk=lien.job_ref)
+            charged_to = max(job.last_charged_at or job.started_at, job.started_at)
+            left_s = max(0, int((job.protected_until - charged_to).total_seconds()))
+            needs = _priced(job.gpus * left_s, PRICES[types[job.nodes[0][0]]])
+            rows = UsageEntry.objects.filter(job_ref=job.pk).count()
+            held = lien.cost_gpu_seconds - lien.charged_gpu_seconds
+            assert held <= needs + rows + 1, (job.pk, held, needs, job.protection_source)
+
+    @invariant()
     def a_reversal_beyond_an_end_has_a_cause(self):
         """Charging stops at the last sync: without a backend that confirms a finished job
         running (COMPLETING), only a charge on a never-synced cluster goes past an end."""
@@ -732,6 +747,9 @@ class LiveLoop(RuleBasedStateMachine):
 def test_money_and_promises_hold_through_the_live_loop(request, monkeypatch):
     # the simulated clusters keep their state in temporary folders: allow them there
     request.getfixturevalue("settings").ALLOT_CLUSTER_FILES_DIR = tempfile.gettempdir()
+    # An extended protection lasts its own hours (not a week), so examples see it expire
+    # while its job still runs.
+    request.getfixturevalue("settings").ALLOT_EXCEPTION_PROTECTION_VALID_H = 0
     monkeypatch.setitem(backend_base._REGISTRY, "simulated", f"{__name__}.CompletingBackend")
     for name in ("reverse_usage_after", "reverse_usage_before"):
         monkeypatch.setattr(ledger, name, _counting(name))
