@@ -145,16 +145,16 @@ def _settling(real):
     return settling
 
 
-def _settling_earlier(real):
-    """Wrap accounting.settle_earlier_attempt: count the earlier attempts it settled."""
+def _counted(real, name: str):
+    """Wrap an accounting service that returns what it gave back: count the calls that did."""
 
-    def settling(*args, **kwargs):
+    def counted(*args, **kwargs):
         given = real(*args, **kwargs)
         if given:
-            CURRENT["settled_earlier"] = CURRENT.get("settled_earlier", 0) + 1
+            CURRENT[name] = CURRENT.get(name, 0) + 1
         return given
 
-    return settling
+    return counted
 
 
 class LiveLoop(RuleBasedStateMachine):
@@ -250,6 +250,7 @@ class LiveLoop(RuleBasedStateMachine):
                 "overcharged_gpu_s": CURRENT.get("overcharged_gpu_s", 0),
                 "settled": CURRENT.get("settled", 0),
                 "settled_earlier": CURRENT.get("settled_earlier", 0),
+                "liens_shrunk": CURRENT.get("liens_shrunk", 0),
                 "unrefunded": CURRENT.get("unrefunded", 0),
             }
         )
@@ -262,8 +263,9 @@ class LiveLoop(RuleBasedStateMachine):
         if CURRENT.get("closed_after_end"):
             event("an attempt closed by Allot after its real end")
         target(float(CURRENT.get("settled", 0)), label="attempts stopped after their end")
-        if CURRENT.get("settled_earlier"):
-            event("an earlier attempt settled after a restart")
+        target(float(CURRENT.get("settled_earlier", 0)), label="earlier attempts settled")
+        if CURRENT.get("liens_shrunk"):
+            event("a lien shrunk when its extended protection ended")
 
     def _roll_back(self):
         CompletingBackend.completing_s = 0
@@ -426,15 +428,22 @@ class LiveLoop(RuleBasedStateMachine):
         still shows it COMPLETING: the stop task finds it running and requeues it, and a pass
         starts it again (a new attempt, a new key) before reconcile hears the first attempt's
         real end. When it does, that attempt's charges beyond the end go back; the new
-        attempt's stay. (A job that is not resumable: a resumable one whose work is done is
-        requeued and run again for a second, which a_completed_job_ran_exactly_its_work
-        rightly refuses; not this story's subject.)"""
+        attempt's stay. (A job that is not resumable, alone on its node: a resumable one
+        whose work is done is requeued and run again, its progress counted to Allot's stop,
+        which a_completed_job_ran_exactly_its_work rightly refuses; not this story's
+        subject.)"""
 
         def ends():
+            running = list(Job.objects.filter(state=Job.State.RUNNING))
             return [
                 (end, job)
                 for end, job in self._ends()
-                if job.state == Job.State.RUNNING and not job.resumable
+                if job.state == Job.State.RUNNING
+                and not job.resumable
+                and not any(  # alone on its node: the drain stops this job only
+                    other.pk != job.pk and {n for n, _ in other.nodes} & {n for n, _ in job.nodes}
+                    for other in running
+                )
             ]
 
         if not ends():
@@ -459,6 +468,45 @@ class LiveLoop(RuleBasedStateMachine):
         self._charge()
         self.traveller.shift(dt.timedelta(seconds=self.completing_s + 1))
         self.reconciled = sync_cluster(self.cluster.pk) is not None  # the real end, settled
+
+    @rule(
+        hours=st.sampled_from([5, 9]),
+        lag_s=st.integers(min_value=60, max_value=3 * 3600),
+        recover=st.booleans(),
+        leaf=st.sampled_from([0, 1]),
+        gpus=st.sampled_from([1, 2]),
+    )
+    def an_extension_ends_while_charging_lags(self, hours, lag_s, recover, leaf, gpus):
+        """A running funded job gets an extended protection (its lien grows); the backend stops
+        answering, so charging stops at the last sync; the exception ends meanwhile and the
+        job falls back to its contract: its lien shrinks to what that contract still needs."""
+        running = [
+            job
+            for job in Job.objects.filter(state=Job.State.RUNNING, funded=True).order_by("pk")
+            if job.protection_source == "contract"
+        ]
+        if not running:
+            self._start_one(leaf, gpus, 12 * 3600)
+            running = list(Job.objects.filter(state=Job.State.RUNNING, funded=True))
+        if not running:
+            return
+        job = running[0]
+        try:
+            request = exception_services.request_exception(
+                self.user, "extended_protection", job=job, hours=str(hours), justification="x"
+            )
+            exception_services.approve_exception(self.admin, request.pk)
+        except ExceptionError:
+            return
+        self.backend.set_outage(True)
+        self.traveller.shift(dt.timedelta(seconds=hours * 3600 + lag_s))
+        self._charge()  # no further than the last sync
+        housekeeping()  # the exception ends; the job is back to its contract
+        if recover:
+            self.backend.set_outage(False)
+            self.reconciled = sync_cluster(self.cluster.pk) is not None
+        else:
+            self.reconciled = False
 
     @rule(down=st.booleans())
     def outage(self, down):
@@ -754,9 +802,11 @@ def test_money_and_promises_hold_through_the_live_loop(request, monkeypatch):
     for name in ("reverse_usage_after", "reverse_usage_before"):
         monkeypatch.setattr(ledger, name, _counting(name))
     monkeypatch.setattr(accounting, "settle_late_end", _settling(accounting.settle_late_end))
-    monkeypatch.setattr(
-        accounting, "settle_earlier_attempt", _settling_earlier(accounting.settle_earlier_attempt)
-    )
+    for name, counter in (
+        ("settle_earlier_attempt", "settled_earlier"),
+        ("shrink_protection_lien", "liens_shrunk"),
+    ):
+        monkeypatch.setattr(accounting, name, _counted(getattr(accounting, name), counter))
     RUNS.clear()
     run_state_machine_as_test(
         LiveLoop,
@@ -784,5 +834,7 @@ def test_money_and_promises_hold_through_the_live_loop(request, monkeypatch):
         f"{sum(r['overcharged_gpu_s'] for r in RUNS)} GPU-seconds charged past it, "
         f"{sum(r['settled'] for r in RUNS)} given back, "
         f"{sum(r['settled_earlier'] for r in RUNS)} more after the job had restarted; "
+        f"liens shrunk when an extension ended: {sum(r['liens_shrunk'] for r in RUNS)} in "
+        f"{sum(1 for r in RUNS if r['liens_shrunk'])} examples; "
         f"left unrefunded: {sum(r['unrefunded'] for r in RUNS)}"
     )
