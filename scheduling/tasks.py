@@ -11,7 +11,8 @@ from scheduling.accounting import charge_running_jobs
 from scheduling.backends.base import BackendUnavailable
 from scheduling.demo import keep_demand
 from scheduling.dispatch import backend_for, start_on_backend, stop_on_backend
-from scheduling.models import Cluster, Node
+from scheduling.models import Cluster, Job, Node
+from scheduling.opstats import timed
 from scheduling.passes import run_pass
 
 RETRY = dict(
@@ -31,18 +32,30 @@ def schedule_all() -> None:
 
 @shared_task(ignore_result=True)
 def schedule_cluster(cluster_id: int) -> dict:
-    result = run_pass(cluster_id)
+    with timed("pass", _cluster_name(cluster_id=cluster_id)):
+        result = run_pass(cluster_id)
     return result.__dict__
+
+
+def _cluster_name(cluster_id: int | None = None, job_id: int | None = None) -> str:
+    """The cluster label of an operation's latency (one small query)."""
+    if job_id is not None:
+        names = Job.objects.filter(pk=job_id).values_list("cluster__name", flat=True)
+    else:
+        names = Cluster.objects.filter(pk=cluster_id).values_list("name", flat=True)
+    return next(iter(names), "")
 
 
 @shared_task(ignore_result=True, **RETRY)
 def dispatch_start(job_id: int, attempt_key: str) -> bool:
-    return start_on_backend(job_id, attempt_key)
+    with timed("dispatch", _cluster_name(job_id=job_id)):
+        return start_on_backend(job_id, attempt_key)
 
 
 @shared_task(ignore_result=True, **RETRY)
 def dispatch_stop(job_id: int, attempt_key: str, cancel: bool) -> None:
-    stop_on_backend(job_id, attempt_key, cancel)
+    with timed("dispatch", _cluster_name(job_id=job_id)):
+        stop_on_backend(job_id, attempt_key, cancel)
 
 
 @shared_task(ignore_result=True, **RETRY)
@@ -85,12 +98,15 @@ def sync_all() -> None:
 
 @shared_task(ignore_result=True)
 def sync_cluster(cluster_id: int) -> None:
-    reconcile.sync_cluster(cluster_id)
+    with timed("reconcile", _cluster_name(cluster_id=cluster_id)) as outcome:
+        # None: the backend could not be reached (recorded on the cluster): an error.
+        outcome["error"] = reconcile.sync_cluster(cluster_id) is None
 
 
 @shared_task(ignore_result=True)
 def charge_usage() -> int:
-    return charge_running_jobs()
+    with timed("charge"):
+        return charge_running_jobs()
 
 
 @shared_task(ignore_result=True)
