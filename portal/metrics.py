@@ -24,12 +24,12 @@ from django.db.models import Count, Min, Q, Sum
 from django.http import HttpResponse
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
 )
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 IDLE_AFTER_S = 3600  # as scheduling.reports.IDLE_AFTER: the pages and the metric agree
 

@@ -5,9 +5,9 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import account, views
-from portal.metrics import metrics_view
 from portal.api_auth import obtain_token
 from portal.forms import LoginForm
+from portal.metrics import metrics_view
 
 api_v1 = [
     path("auth/token/", obtain_token, name="api-token"),
