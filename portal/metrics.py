@@ -157,10 +157,15 @@ def _cluster_families(now: datetime):
         .annotate(n=Count("pk"), **{c: Count("pk", filter=q) for c, q in CAUSES.items()})
         .order_by()
     )
+    # Every cluster × cause, zero included: a rate() over a series that appears only at the
+    # first preemption misses that preemption.
+    counts = {pk: dict.fromkeys([*CAUSES, "other"], 0) for pk in names}
     for cluster_id, n, *by_cause in rows:
-        for cause, count in zip(CAUSES, by_cause, strict=True):
-            preemptions.add_metric([names[cluster_id], cause], count)
-        preemptions.add_metric([names[cluster_id], "other"], n - sum(by_cause))
+        counts[cluster_id].update(zip(CAUSES, by_cause, strict=True))
+        counts[cluster_id]["other"] = n - sum(by_cause)
+    for pk, by_reason in counts.items():
+        for reason, count in by_reason.items():
+            preemptions.add_metric([names[pk], reason], count)
     yield preemptions
 
 
