@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from scheduling import discovery, reconcile
+from scheduling import discovery, reconcile, telemetry
 from scheduling.accounting import charge_running_jobs
 from scheduling.backends.base import BackendUnavailable
 from scheduling.demo import keep_demand
@@ -14,6 +16,8 @@ from scheduling.dispatch import backend_for, start_on_backend, stop_on_backend
 from scheduling.models import Cluster, Job, Node
 from scheduling.opstats import timed
 from scheduling.passes import run_pass
+
+logger = logging.getLogger(__name__)
 
 RETRY = dict(
     autoretry_for=(BackendUnavailable,),
@@ -107,6 +111,19 @@ def sync_cluster(cluster_id: int) -> None:
 def charge_usage() -> int:
     with timed("charge"):
         return charge_running_jobs()
+
+
+@shared_task(ignore_result=True)
+def read_gpu_telemetry() -> int:
+    """GPU utilisation from ALLOT_GPU_TELEMETRY_URL (DCGM in Prometheus) for Slurm and
+    Kubernetes jobs: idle jobs flagged, wasted GPU-hours counted, owners told."""
+    with timed("telemetry") as outcome:
+        try:
+            return telemetry.read_and_record().read
+        except telemetry.TelemetryError as exc:
+            outcome["error"] = True
+            logger.warning("GPU telemetry: %s", exc)
+            return 0
 
 
 @shared_task(ignore_result=True)
