@@ -1,11 +1,13 @@
 """A real Prometheus (Debian's /usr/bin/prometheus) scrapes the live server's /metrics; its
 query API then returns the contract's series with the values the database holds."""
 
+import httpx
 import pytest
 
 from scheduling import tasks
 from scheduling.services import JobRequest, submit_job
 from tests.operations.conftest import prom_query, targets, wait_for
+from tests.operations.test_grafana_dashboard import dashboard_queries
 from tests.scheduling.conftest import make_cluster
 
 CONTRACT = (
@@ -52,5 +54,15 @@ def test_prometheus_scrapes_the_contract_series(live_server, prometheus, researc
     assert 0 < float(remaining[0]["value"][1]) < 3000  # two liens held
     passes = prom_query(base, 'allot_pass_duration_seconds_count{cluster="jupiter"}')
     assert float(passes[0]["value"][1]) == 1
+    # Every query of the Grafana dashboard is valid PromQL there; those without a rate() over
+    # minutes (which a few seconds of scrapes cannot fill) already return series.
+    for expr in dashboard_queries():
+        if expr.startswith("label_values"):
+            continue
+        expr = expr.replace("$cluster", ".*").replace("$path", ".*")
+        answer = httpx.get(f"{base}/api/v1/query", params={"query": expr}, timeout=5).json()
+        assert answer["status"] == "success", (expr, answer)
+        if "rate(" not in expr and "increase(" not in expr:
+            assert answer["data"]["result"], expr
     scrape = prom_query(base, 'scrape_duration_seconds{job="allot"}')
     assert float(scrape[0]["value"][1]) < 1  # within the scrape timeout, or it would be down
