@@ -125,6 +125,8 @@ def _cluster_families(now: datetime):
     )
     seen = set()
     for cluster_id, state, n, first, idle_n in rows:
+        if cluster_id not in names:  # created since the first query of this collection
+            continue
         jobs.add_metric([names[cluster_id], state], n)
         seen.add((cluster_id, state))
         if state == "pending" and first:
@@ -143,7 +145,8 @@ def _cluster_families(now: datetime):
     for cluster_id, code, n in (
         Job.objects.pending().values_list("cluster_id", "pending_code").annotate(n=Count("pk"))
     ).order_by():
-        queue.add_metric([names[cluster_id], code or "None"], n)
+        if cluster_id in names:
+            queue.add_metric([names[cluster_id], code or "None"], n)
     yield queue
 
     preemptions = CounterMetricFamily(
@@ -161,6 +164,8 @@ def _cluster_families(now: datetime):
     # first preemption misses that preemption.
     counts = {pk: dict.fromkeys([*CAUSES, "other"], 0) for pk in names}
     for cluster_id, n, *by_cause in rows:
+        if cluster_id not in counts:
+            continue
         counts[cluster_id].update(zip(CAUSES, by_cause, strict=True))
         counts[cluster_id]["other"] = n - sum(by_cause)
     for pk, by_reason in counts.items():
@@ -279,10 +284,14 @@ def cached_render() -> bytes:
         return _cache["body"]
 
 
+FORWARDED = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
+
+
 def _from_loopback(request) -> bool:
-    # Behind the proxy every request arrives from it (often loopback): only one that the
-    # proxy did not forward (no X-Forwarded-For) counts as local.
-    if settings.ALLOT_BEHIND_PROXY and request.META.get("HTTP_X_FORWARDED_FOR"):
+    # A reverse proxy on the same host makes every request arrive from loopback, whether or
+    # not ALLOT_BEHIND_PROXY is set: a request that names a forwarded client is not local.
+    # (A local client adding the header only loses its own access.)
+    if any(request.META.get(header) for header in FORWARDED):
         return False
     try:
         return ipaddress.ip_address(request.META.get("REMOTE_ADDR", "")).is_loopback

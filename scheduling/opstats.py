@@ -10,13 +10,17 @@ unique constraint and ``ignore_conflicts``).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from django.db import DatabaseError
 from django.db.models import F
 
 from scheduling.models import OperationStat
+
+log = logging.getLogger(__name__)
 
 # Seconds. A pass on a 1,024-GPU cluster takes tens of milliseconds to a few seconds; an sbatch
 # over ssh or a Kubernetes API call a fraction of a second; a slow backend tens of seconds.
@@ -56,7 +60,12 @@ def timed(operation: str, cluster: str = "") -> Iterator[dict]:
         outcome["error"] = True
         raise
     finally:
-        observe(operation, cluster, time.perf_counter() - started, outcome["error"])
+        try:
+            observe(operation, cluster, time.perf_counter() - started, outcome["error"])
+        except DatabaseError:
+            # The database that failed the operation cannot take its timing either; the
+            # operation's own error (if any) is the one to see.
+            log.warning("could not record the %s latency of %r", operation, cluster)
 
 
 def histograms() -> dict[tuple[str, str], dict]:

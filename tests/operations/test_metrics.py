@@ -65,10 +65,14 @@ def test_metrics_from_elsewhere_answer_the_right_bearer_token_only(client, setti
 
 
 @pytest.mark.django_db
-def test_behind_a_proxy_a_forwarded_request_is_not_loopback(client, settings):
-    settings.ALLOT_BEHIND_PROXY = True
+@pytest.mark.parametrize("behind_proxy", [True, False])
+@pytest.mark.parametrize("header", ["HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP"])
+def test_a_request_forwarded_by_a_local_proxy_is_not_loopback(
+    client, settings, behind_proxy, header
+):
+    settings.ALLOT_BEHIND_PROXY = behind_proxy
     settings.ALLOT_METRICS_TOKEN = "s3cret-token"
-    response = client.get("/metrics", HTTP_X_FORWARDED_FOR="203.0.113.9", **LOOPBACK)
+    response = client.get("/metrics", **{header: "203.0.113.9"}, **LOOPBACK)
     assert response.status_code == 401
 
 
@@ -187,3 +191,14 @@ def test_a_scrape_costs_a_fixed_number_of_queries(
     tasks.schedule_cluster(cluster.pk)
     with django_assert_num_queries(13):
         client.get("/metrics", **LOOPBACK)
+
+
+def test_a_pass_that_raises_is_timed_as_an_error_and_still_raises(cluster, monkeypatch):
+    def broken(cluster_id):
+        raise RuntimeError("engine bug")
+
+    monkeypatch.setattr(tasks, "run_pass", broken)
+    with pytest.raises(RuntimeError, match="engine bug"):
+        tasks.schedule_cluster(cluster.pk)
+    total = OperationStat.objects.get(operation="pass", cluster="jupiter", le=OperationStat.INF_LE)
+    assert (total.count, total.errors) == (1, 1)
