@@ -16,8 +16,9 @@ with its pod mapping). Allot knows each attempt's Slurm job id and Kubernetes Jo
 4. a funded job low for over ``IDLE_AFTER`` is idle (the pages flag it); its owner is told
    once per spell (an in-app notification, an email, a line on the job's timeline).
 
-The simulated backend reports utilisation itself through reconcile; this module reads only
-clusters whose backend cannot.
+The simulated backend reports utilisation itself through reconcile, which applies the same
+rules (``utilization_changes``, ``tell_owner``); this module reads only clusters whose backend
+cannot.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduling.models import Cluster, Job, JobEvent
-from scheduling.reconcile import LOW_UTILIZATION
 from scheduling.reports import IDLE_AFTER
 
 log = logging.getLogger(__name__)
+
+LOW_UTILIZATION = 0.10  # below this a job's GPUs count as idle (the pages say "under 10 %")
 
 METRIC = "DCGM_FI_DEV_GPU_UTIL"
 QUERIES = {
@@ -107,9 +109,27 @@ class TelemetryReport:
     notified: list[int] = field(default_factory=list)
 
 
+def utilization_changes(job: Job, utilization: float, now: datetime) -> tuple[dict, bool]:
+    """What one reading changes on ``job`` (steps 3 and 4 above), and whether its owner is to
+    be told now. Shared with reconcile, for backends that report utilisation themselves."""
+    changes: dict = {"gpu_utilization": utilization, "utilization_at": now}
+    if utilization >= LOW_UTILIZATION:
+        changes.update(low_utilization_since=None, idle_notified_at=None)
+        return changes, False
+    since = job.low_utilization_since or now
+    changes["low_utilization_since"] = since
+    if job.low_utilization_since and job.utilization_at:
+        gap = min(max(now - job.utilization_at, timedelta(0)), MAX_GAP)
+        changes["wasted_gpu_seconds"] = job.wasted_gpu_seconds + int(job.gpus * gap.total_seconds())
+    tell = bool(job.funded) and now - since > IDLE_AFTER and job.idle_notified_at is None
+    if tell:
+        changes["idle_notified_at"] = now
+    return changes, tell
+
+
 def record(job_id: int, utilization: float, now: datetime) -> tuple[bool, bool]:
-    """One job's reading: (low, newly idle and to be told). Locked, so two readers at once
-    count no interval twice."""
+    """One job's reading: (low, owner told). Locked, so two readers at once count no
+    interval twice."""
     with transaction.atomic():
         job = (
             Job.objects.select_for_update(of=("self",))
@@ -119,27 +139,13 @@ def record(job_id: int, utilization: float, now: datetime) -> tuple[bool, bool]:
         )
         if job is None:
             return False, False
-        low = utilization < LOW_UTILIZATION
-        changes = {"gpu_utilization": utilization, "utilization_at": now}
-        if low:
-            since = job.low_utilization_since or now
-            changes["low_utilization_since"] = since
-            if job.low_utilization_since and job.utilization_at:
-                gap = min(max(now - job.utilization_at, timedelta(0)), MAX_GAP)
-                changes["wasted_gpu_seconds"] = job.wasted_gpu_seconds + int(
-                    job.gpus * gap.total_seconds()
-                )
-            tell = job.funded and now - since > IDLE_AFTER and job.idle_notified_at is None
-            if tell:
-                changes["idle_notified_at"] = now
-                _tell_owner(job, utilization, since, now)
-        else:
-            changes.update(low_utilization_since=None, idle_notified_at=None)
-            tell = False
+        changes, tell = utilization_changes(job, utilization, now)
         for name, value in changes.items():
             setattr(job, name, value)
         job.save(update_fields=list(changes))
-    return low, tell
+        if tell:
+            tell_owner(job, utilization, job.low_utilization_since, now)
+    return utilization < LOW_UTILIZATION, tell
 
 
 def idle_sentence(job: Job, utilization: float, since: datetime, now: datetime, rate: float):
@@ -155,7 +161,7 @@ def idle_sentence(job: Job, utilization: float, since: datetime, now: datetime, 
     )
 
 
-def _tell_owner(job: Job, utilization: float, since: datetime, now: datetime) -> None:
+def tell_owner(job: Job, utilization: float, since: datetime, now: datetime) -> None:
     from django.core.mail import send_mail
 
     from scheduling.explain import cost_factor

@@ -135,3 +135,11 @@ def test_healthz_is_503_while_postgresql_is_stopped(tmp_path, redis_url):
             server.wait(timeout=30)
         postgres.stop("immediate")
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.django_db
+def test_the_demos_embedded_broker_counts_as_up(client, settings, tmp_path):
+    settings.CELERY_BROKER_URL = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json()["broker"] == "ok"

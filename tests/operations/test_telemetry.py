@@ -206,3 +206,37 @@ def test_a_real_prometheus_scraping_a_dcgm_exporter_feeds_the_jobs_page(
         assert "it costs nlp/olmo 2 GPU-hours an hour" in why
     finally:
         exporter.close()
+
+
+def test_the_simulated_backends_own_readings_count_waste_and_tell_the_owner(
+    tmp_path, researcher, budget_tree, eager_celery, django_capture_on_commit_callbacks
+):
+    """The demo's clusters report utilisation through reconcile: the same spell, waste and
+    notification as telemetry, driven through a pass and syncs over simulated time."""
+    from scheduling.services import JobRequest, submit_job
+    from tests.scheduling.conftest import make_cluster as make_sim_cluster
+
+    with time_machine.travel(T0, tick=False) as clock:
+        cluster = make_sim_cluster(tmp_path)
+        job = submit_job(
+            researcher,
+            JobRequest(
+                name="idle-notebook",  # the simulated backend makes a job named *idle* squat
+                project="nlp/olmo",
+                cluster="jupiter",
+                gpus=8,
+                min_runtime_s=3600,
+                sim_duration_s=4 * 3600,
+            ),
+        )
+        with django_capture_on_commit_callbacks(execute=True):
+            tasks.schedule_cluster(cluster.pk)
+        for minutes in range(0, 71, 10):
+            clock.move_to(T0 + timedelta(minutes=minutes))
+            tasks.sync_cluster(cluster.pk)
+    job.refresh_from_db()
+    assert job.state == "running"
+    assert job.gpu_utilization < 0.1
+    assert job.wasted_gpu_seconds == 8 * 70 * 60
+    note = Notification.objects.get(user=researcher, event="idle job")
+    assert "it costs nlp/olmo 8 GPU-hours an hour" in note.message
