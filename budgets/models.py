@@ -27,6 +27,8 @@ class AuditAction(models.TextChoices):
     RENAME = "rename", "Rename"
     MOVE = "move", "Move"
     ARCHIVE = "archive", "Archive"
+    GRANT_ROLE = "grant_role", "Grant role"
+    REVOKE_ROLE = "revoke_role", "Revoke role"
 
 
 class BudgetNode(MP_Node):

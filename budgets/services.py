@@ -5,90 +5,44 @@ Services trust their caller on *who* may act (views and the API check scope thro
 `budgets.access` first) and check *what* is valid themselves, raising `BudgetValidationError`
 or `ConflictError` with the field at fault before anything is written.
 
-The ledger services (charging usage, liens) live in `budgets.ledger` and are re-exported here.
+Grants live here; the tree's shape (create, rename, move, archive, weights) in
+`budgets.structure`, the shared helpers in `budgets.service_helpers`, the ledger services
+(charging usage, liens) in `budgets.ledger`: all are re-exported here.
 """
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import CharField, F, Value
-from django.db.models.functions import Cast, Concat
-from django.utils.text import slugify
+from django.db.models import F
 
-from budgets.balances import committed_gpu_hours, hours_up, usage_by_path, with_grants
+from budgets.balances import committed_gpu_hours
 from budgets.errors import (
     BudgetValidationError,
     ConflictError,
     InsufficientFunds,  # noqa: F401 (re-export)
 )
 from budgets.ledger import charge_usage, hold_lien, release_lien  # noqa: F401 (re-export)
-from budgets.models import AuditAction, AuditEntry, BudgetNode, Grant, Lien
+from budgets.models import AuditAction, BudgetNode, Grant
 from budgets.periods import BudgetPeriod
-
-GRANT = "grant_gpu_hours"
-CENT = Decimal("0.01")
-
-
-def max_grant_gpu_hours() -> Decimal:
-    """The cap on any one grant; anything above is a typo, not a budget."""
-    return Decimal(getattr(settings, "ALLOT_MAX_GRANT_GPU_HOURS", 100_000_000))
-
-
-def parse_gpu_hours(value, field: str = GRANT, *, allow_zero: bool = True) -> Decimal:
-    try:
-        amount = Decimal(str(value).strip().replace(",", "").replace("_", ""))
-    except (InvalidOperation, ValueError):
-        raise BudgetValidationError(field, f"“{value}” is not a number of GPU-hours.") from None
-    if not amount.is_finite():
-        raise BudgetValidationError(field, "Enter a finite number of GPU-hours.")
-    if amount < 0:
-        raise BudgetValidationError(field, "GPU-hours cannot be negative.")
-    if amount == 0 and not allow_zero:
-        raise BudgetValidationError(field, "Enter more than zero GPU-hours.")
-    if amount > max_grant_gpu_hours():
-        raise BudgetValidationError(
-            field, f"{amount:,} GPU-hours is more than the cap of {max_grant_gpu_hours():,}."
-        )
-    return amount.quantize(CENT)
-
-
-def _audit(actor, action, node, field, old, new, reason=""):
-    return AuditEntry.objects.create(
-        actor=actor if getattr(actor, "pk", None) else None,
-        action=action,
-        node=node,
-        field=field,
-        old="" if old is None else str(old),
-        new="" if new is None else str(new),
-        reason=reason or "",
-    )
-
-
-def _parent(node: BudgetNode) -> BudgetNode:
-    return BudgetNode.objects.get(path=node.path[: -node.steplen])
-
-
-def _children(node: BudgetNode):
-    return BudgetNode.objects.filter(path__startswith=node.path, depth=node.depth + 1)
-
-
-def _siblings(node: BudgetNode):
-    return BudgetNode.objects.filter(path__startswith=node.path[: -node.steplen], depth=node.depth)
-
-
-def _lock(node: BudgetNode) -> BudgetNode:
-    """Lock and re-read a node: changes within one family of siblings are serialised by
-    locking their parent, so two concurrent edits cannot together overspend it."""
-    return BudgetNode.objects.select_for_update().get(pk=node.pk)
-
-
-def _in_force(nodes, period) -> dict[int, tuple[Decimal, int]]:
-    rows = with_grants(BudgetNode.objects.filter(pk__in=[n.pk for n in nodes]), period)
-    return {
-        pk: (Decimal(grant or 0).quantize(CENT), version or 0)
-        for pk, grant, version in rows.values_list("pk", "grant_in_force", "grant_version")
-    }
+from budgets.service_helpers import (  # noqa: F401 (_in_force, parse_gpu_hours re-exported)
+    CENT,
+    GRANT,
+    _audit,
+    _children,
+    _in_force,
+    _lock,
+    _parent,
+    _siblings,
+    parse_gpu_hours,
+)
+from budgets.structure import (  # noqa: F401 (re-export: one entry point for every change)
+    archive_node,
+    create_node,
+    create_root,
+    move_node,
+    rename_node,
+    set_weight,
+)
 
 
 def _family(node: BudgetNode, period):
@@ -247,164 +201,3 @@ def transfer_gpu_hours(actor, source, target, gpu_hours, *, reason="", period=No
     _audit(actor, AuditAction.TRANSFER, source, GRANT, src_old, src_old - amount, note)
     _audit(actor, AuditAction.TRANSFER, target, GRANT, dst_old, dst_old + amount, note)
     return moved, received
-
-
-@transaction.atomic
-def set_weight(actor, node, weight, *, reason="") -> BudgetNode:
-    """Override (or, with None, clear) the share a node has among its siblings."""
-    new = None if weight in (None, "") else parse_gpu_hours(weight, "weight")
-    node = _lock(node)
-    old = node.weight
-    if old == new:
-        return node
-    node.weight = new
-    node.save(update_fields=["weight"])
-    _audit(actor, AuditAction.SET_WEIGHT, node, "weight", old, new, reason)
-    return node
-
-
-def _clean_name(name: str, slug: str | None) -> tuple[str, str]:
-    name = (name or "").strip()
-    if not name:
-        raise BudgetValidationError("name", "Give the node a name.")
-    if len(name) > 120:
-        raise BudgetValidationError("name", "Keep the name under 120 characters.")
-    if slug and len(slug) > 60:
-        raise BudgetValidationError("slug", "Keep the short name under 60 characters.")
-    slug = slugify(slug if slug else name)[:60]
-    if not slug:
-        raise BudgetValidationError("slug", "The short name needs letters or digits.")
-    return name, slug
-
-
-def _check_slug_free(parent, slug, exclude=None):
-    clash = _children(parent).filter(slug=slug)
-    if exclude is not None:
-        clash = clash.exclude(pk=exclude.pk)
-    if clash.exists():
-        raise BudgetValidationError("slug", f"{parent.label} already has a child called {slug}.")
-
-
-def _join(parent_slug_path: str, slug: str) -> str:
-    return f"{parent_slug_path}/{slug}" if parent_slug_path else slug
-
-
-@transaction.atomic
-def create_root(actor, name, slug=None) -> BudgetNode:
-    """The organisation: the one root, excluded from paths."""
-    name, slug = _clean_name(name, slug)
-    if BudgetNode.objects.get_root_nodes().exists():
-        raise BudgetValidationError("parent", "The organisation already has a root.")
-    root = BudgetNode.objects.add_root(create_kwargs={"name": name, "slug": slug, "slug_path": ""})
-    _audit(actor, AuditAction.CREATE, root, "name", None, name)
-    return root
-
-
-@transaction.atomic
-def create_node(actor, parent, name, slug=None, *, reason="") -> BudgetNode:
-    name, slug = _clean_name(name, slug)
-    parent = _lock(parent)
-    if parent.archived:
-        raise BudgetValidationError("parent", f"{parent.label} is archived.")
-    _check_slug_free(parent, slug)
-    node = BudgetNode.objects.add_child(
-        parent,
-        create_kwargs={"name": name, "slug": slug, "slug_path": _join(parent.slug_path, slug)},
-    )
-    _audit(actor, AuditAction.CREATE, node, "name", None, name, reason)
-    return node
-
-
-def _repath_subtree(node: BudgetNode) -> None:
-    """Recompute slug paths of a node and its descendants after a rename or a move."""
-    node.refresh_from_db()
-    parent = None if node.is_root() else _parent(node)
-    prefix = {node.path: _join(parent.slug_path, node.slug) if parent else ""}
-    subtree = list(BudgetNode.objects.filter(path__startswith=node.path).order_by("path"))
-    for n in subtree:
-        if n.pk != node.pk:
-            prefix[n.path] = _join(prefix[n.path[: -n.steplen]], n.slug)
-        n.slug_path = prefix[n.path]
-    # Two passes so a swap of paths inside the subtree never trips the unique constraint.
-    BudgetNode.objects.filter(path__startswith=node.path).update(
-        slug_path=Concat(Value("~"), Cast("pk", CharField()), Value("~"))
-    )
-    BudgetNode.objects.bulk_update(subtree, ["slug_path"])
-
-
-@transaction.atomic
-def rename_node(actor, node, name, *, slug=None, reason="") -> BudgetNode:
-    """Rename a node; with `slug`, its path (and its descendants' paths) change too."""
-    node = _lock(node)
-    name, new_slug = _clean_name(name, slug or node.slug)
-    if new_slug != node.slug and not node.is_root():
-        _check_slug_free(_parent(node), new_slug, exclude=node)
-    if name != node.name:
-        _audit(actor, AuditAction.RENAME, node, "name", node.name, name, reason)
-    if new_slug != node.slug:
-        _audit(actor, AuditAction.RENAME, node, "slug", node.slug, new_slug, reason)
-    node.name, node.slug = name, new_slug
-    node.save(update_fields=["name", "slug"])
-    _repath_subtree(node)
-    return node
-
-
-@transaction.atomic
-def move_node(actor, node, new_parent, *, reason="", period=None) -> BudgetNode:
-    """Move a node (and its subtree) under another parent whose grant can take it."""
-    period = period or BudgetPeriod.current()
-    node, new_parent = _lock(node), _lock(new_parent)
-    if node.is_root():
-        raise BudgetValidationError("parent", "The organisation root cannot move.")
-    if new_parent.path.startswith(node.path):
-        raise BudgetValidationError(
-            "parent", f"{node.label} cannot move under itself or its own descendant."
-        )
-    if new_parent.archived:
-        raise BudgetValidationError("parent", f"{new_parent.label} is archived.")
-    old_parent = _parent(node)
-    if old_parent.pk == new_parent.pk:
-        return node
-    _check_slug_free(new_parent, node.slug)
-    children = list(_children(new_parent).filter(archived=False))
-    grants = _in_force([node, new_parent, *children], period)
-    held = sum((grants[c.pk][0] for c in children), Decimal("0"))
-    if held + grants[node.pk][0] > grants[new_parent.pk][0]:
-        raise BudgetValidationError(
-            "parent",
-            f"{new_parent.label} holds {grants[new_parent.pk][0]:,} GPU-hours with "
-            f"{held:,} given out; it cannot take {node.label}'s {grants[node.pk][0]:,}.",
-        )
-    old_label = old_parent.label
-    BudgetNode.objects.move(node, new_parent, "last-child")
-    _repath_subtree(node)
-    _audit(actor, AuditAction.MOVE, node, "parent", old_label, new_parent.label, reason)
-    return node
-
-
-@transaction.atomic
-def archive_node(actor, node, *, reason="", period=None) -> BudgetNode:
-    """Archive a node and its subtree once it holds nothing: grants first go back up."""
-    period = period or BudgetPeriod.current()
-    node = _lock(node)
-    if node.is_root():
-        raise BudgetValidationError("node", "The organisation root cannot be archived.")
-    subtree = list(BudgetNode.objects.filter(path__startswith=node.path, archived=False))
-    grants = _in_force(subtree, period)
-    # What was spent this period stays spent (a grant cannot be cut below it): a node is
-    # empty once its grant is down to its own and its subtree's usage.
-    used = usage_by_path(period.start_at, period.end_at, under=node.path)
-    holding = [n for n in subtree if grants[n.pk][0] > hours_up(used.get(n.path, 0))][:1]
-    if holding:
-        spent = hours_up(used.get(holding[0].path, 0))
-        raise BudgetValidationError(
-            GRANT,
-            f"{holding[0].label} still holds GPU-hours this period; set its grant to "
-            f"{spent:,} (what it has used) or transfer the rest before archiving.",
-        )
-    if Lien.objects.filter(node__path__startswith=node.path, released_at__isnull=True).exists():
-        raise BudgetValidationError("node", f"{node.label} funds running jobs.")
-    BudgetNode.objects.filter(path__startswith=node.path).update(archived=True)
-    _audit(actor, AuditAction.ARCHIVE, node, "archived", False, True, reason)
-    node.refresh_from_db()
-    return node

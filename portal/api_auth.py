@@ -9,11 +9,12 @@ from rest_framework.decorators import (
     permission_classes,
     throttle_classes,
 )
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
+from portal import sso
 from portal.tokens import issue_token
 
 
@@ -48,6 +49,11 @@ class TokenThrottle(SimpleRateThrottle):
 def obtain_token(request):
     """Exchange a username and password for an API token (``Authorization: Token …``).
     Tokens expire; list and revoke them at /account/tokens/."""
+    if not sso.password_login():
+        raise PermissionDenied(
+            "Password login is switched off: sign in with single sign-on in the browser and "
+            "make a token at /account/tokens/."
+        )
     form = Credentials(data=request.data)
     form.is_valid(raise_exception=True)
     # The Django request, not DRF's wrapper: axes marks a locked-out client on it.

@@ -1,9 +1,22 @@
+import logging.config
 import os
 
-from celery import Celery
+from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 app = Celery("allot")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@signals.celeryd_init.connect  # early: Celery warns (running as root...) before setup_logging
+@signals.setup_logging.connect
+def use_allot_logging(**kwargs):
+    """Workers and beat log through settings.LOGGING, like the web: Celery installs its own
+    handlers and format unless a receiver of this signal configures logging, so with it their
+    lines (Celery's own included) are JSON under LOG_FORMAT=json, with the task's id and name."""
+    from django.conf import settings
+
+    logging.config.dictConfig(settings.LOGGING)
+    logging.captureWarnings(True)  # Celery's start-up warnings too, as log records

@@ -11,7 +11,9 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from budgets.rolemap import parse_role_map
 from portal.env import env_bool, env_int, env_list, env_str
+from portal.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("ALLOT_VAR_DIR", str(BASE_DIR / "var")))
@@ -149,7 +151,10 @@ MIDDLEWARE += [
 ]
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # refuses a locked-out username/address first
+    # ALLOT_PASSWORD_LOGIN=0 stops password checks here, whichever door asked (portal/sso).
+    "portal.sso.backends.PasswordLoginSwitch",
     "django.contrib.auth.backends.ModelBackend",
+    "portal.sso.backends.OIDCBackend",  # answers only the single sign-on callback
 ]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -271,12 +276,38 @@ ALLOT_GPU_TELEMETRY_TIMEOUT_S = env_int("ALLOT_GPU_TELEMETRY_TIMEOUT_S", 10)
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "allot@localhost")
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-}
+# LOG_FORMAT=json: one JSON object a line, for web, workers and beat alike (portal/logs.py).
+LOGGING = logging_config(env_str("LOG_FORMAT", "text"), env_str("LOG_LEVEL", "INFO"))
+
+# --- Single sign-on (OpenID Connect, mozilla-django-oidc; portal/sso) --------------------------
+# Off unless ALLOT_OIDC_ISSUER is set. The issuer's endpoints are read from its discovery
+# document on first use, not here, so Allot starts while the identity provider is down.
+ALLOT_OIDC_ISSUER = env_str("ALLOT_OIDC_ISSUER", "").rstrip("/")
+ALLOT_OIDC_CLIENT_ID = env_str("ALLOT_OIDC_CLIENT_ID", "")
+ALLOT_OIDC_CLIENT_SECRET = env_str("ALLOT_OIDC_CLIENT_SECRET", "")  # or _FILE
+if ALLOT_OIDC_ISSUER and not (ALLOT_OIDC_CLIENT_ID and ALLOT_OIDC_CLIENT_SECRET):
+    raise ImproperlyConfigured(
+        "ALLOT_OIDC_ISSUER needs ALLOT_OIDC_CLIENT_ID and ALLOT_OIDC_CLIENT_SECRET (or _FILE)"
+    )
+ALLOT_OIDC_PROVIDER_NAME = env_str("ALLOT_OIDC_PROVIDER_NAME", "single sign-on")
+ALLOT_OIDC_SCOPES = env_str("ALLOT_OIDC_SCOPES", "openid email profile")
+ALLOT_OIDC_SIGN_ALGO = env_str("ALLOT_OIDC_SIGN_ALGO", "RS256")
+ALLOT_OIDC_TIMEOUT_S = env_int("ALLOT_OIDC_TIMEOUT_S", 5)  # every call to the provider
+ALLOT_OIDC_DISCOVERY_TTL_S = env_int("ALLOT_OIDC_DISCOVERY_TTL_S", 3600)
+ALLOT_OIDC_USERNAME_CLAIM = env_str("ALLOT_OIDC_USERNAME_CLAIM", "preferred_username")
+ALLOT_OIDC_GROUPS_CLAIM = env_str("ALLOT_OIDC_GROUPS_CLAIM", "groups")
+ALLOT_OIDC_ROLE_MAP = parse_role_map(env_str("ALLOT_OIDC_ROLE_MAP", ""))
+# The POSIX account jobs run as (ARCHITECTURE.md, "Identity on the clusters"), from claims.
+ALLOT_OIDC_POSIX_CLAIM = env_str("ALLOT_OIDC_POSIX_CLAIM", "")
+ALLOT_OIDC_UID_CLAIM = env_str("ALLOT_OIDC_UID_CLAIM", "")
+ALLOT_OIDC_GID_CLAIM = env_str("ALLOT_OIDC_GID_CLAIM", "")
+ALLOT_PASSWORD_LOGIN = env_bool("ALLOT_PASSWORD_LOGIN", default=True)
+if not ALLOT_PASSWORD_LOGIN and not ALLOT_OIDC_ISSUER:
+    raise ImproperlyConfigured("ALLOT_PASSWORD_LOGIN=0 needs single sign-on (ALLOT_OIDC_ISSUER)")
+# mozilla-django-oidc's own settings; the endpoints come from discovery (portal/sso/backends.py).
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = ALLOT_OIDC_TIMEOUT_S
+LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
 
 CELERY_BEAT_SCHEDULE = {
     "schedule-clusters": {

@@ -6,8 +6,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import account, views
 from portal.api_auth import obtain_token
-from portal.forms import LoginForm
 from portal.metrics import metrics_view
+from portal.sso import views as sso_views
 
 api_v1 = [
     path("auth/token/", obtain_token, name="api-token"),
@@ -21,8 +21,11 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", metrics_view, name="metrics"),
-    path("login/", auth_views.LoginView.as_view(authentication_form=LoginForm), name="login"),
+    path("login/", sso_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("oidc/login/", sso_views.SignIn.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", sso_views.Callback.as_view(), name="oidc_authentication_callback"),
+    path("admin/login/", sso_views.admin_login),  # before admin.site.urls, which has its own
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -17,14 +17,18 @@ What is charged, from when to when (docs/budgets.md says it for users):
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
 from portal.faults import fault_point
+from portal.logs import event
 from scheduling import pricing
 from scheduling.models import Job, JobEvent
+
+log = logging.getLogger(__name__)
 
 
 def protected_window_cost(job: Job, protected_s: int) -> int:
@@ -85,9 +89,10 @@ class Floor:
             return end
         if self.left is None:
             self.left = remaining_by_path()
-        per_s = pricing.cost_gpu_seconds(job, 1, known) or 1
         avail = min(self.left.get(p, 0) for p in self._chain(job))
-        return min(end, free_from + timedelta(seconds=max(0, avail) // per_s))
+        return min(
+            end, free_from + timedelta(seconds=pricing.affordable_seconds(job, avail, known))
+        )
 
     def spend(self, job: Job, cost: int, start: datetime, end: datetime) -> None:
         if self.left is None or job.protected_until is None or end <= job.protected_until:
@@ -150,10 +155,16 @@ def charge_running_jobs(now: datetime | None = None) -> int:
     )
     known: dict = {}  # one GpuType query per type, not per job
     floor = Floor()
+    charged = 0
     for job in jobs:
         seen = job.cluster.last_sync_at  # charge no further than the backend last confirmed
-        total += _charge_until(job, min(now, seen) if seen else now, known, floor)
+        gpu_seconds = _charge_until(job, min(now, seen) if seen else now, known, floor)
+        total += gpu_seconds
+        charged += 1
+        event(log, "charge_job", logging.DEBUG, cluster=job.cluster.name, job=job.pk,
+              attempt=job.attempt_key, gpu_seconds=gpu_seconds)  # fmt: skip
         fault_point("charge.job")
+    event(log, "charge", jobs=charged, gpu_seconds=total)
     return total
 
 

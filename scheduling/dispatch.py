@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from portal.faults import fault_point
+from portal.logs import event
 from scheduling import enqueue
 from scheduling.backends.base import (
     Backend,
@@ -110,6 +111,8 @@ def _start_on_backend(job_id: int, attempt_key: str) -> bool:
     Job.objects.filter(pk=job.pk, attempt_key=attempt_key).update(
         dispatched=True, external_id=remote.external_id
     )
+    event(log, "dispatch", cluster=job.cluster.name, job=job.pk, attempt=attempt_key,
+          external_id=remote.external_id)  # fmt: skip
     return True
 
 
@@ -129,7 +132,8 @@ def refuse_start(job_id: int, attempt_key: str, error: Exception) -> bool:
     if job.state != Job.State.RUNNING or job.attempt_key != attempt_key:
         return False
     message = str(error)[:2000]
-    log.warning("job %s: the cluster refused to start it: %s", job_id, message)
+    event(log, "dispatch_refused", logging.WARNING, cluster=job.cluster.name, job=job_id,
+          attempt=attempt_key, error=message)  # fmt: skip
     now = timezone.now()
     accounting.close_run(job, now)
     transition(

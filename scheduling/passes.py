@@ -31,6 +31,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from portal.faults import fault_point
+from portal.logs import event
 from scheduling.apply import apply_decisions, split_decisions
 from scheduling.engine import schedule
 from scheduling.models import Cluster, Job
@@ -43,10 +44,18 @@ LOCK_TTL = timedelta(seconds=120)
 @dataclass(frozen=True)
 class PassResult:
     ran: bool
+    cluster: str = ""
     started: int = 0
     preempted: int = 0
     waiting: int = 0
     elapsed_ms: float = 0.0
+
+
+def _logged(result: PassResult) -> PassResult:
+    event(log, "pass", cluster=result.cluster, started=result.started,
+          preempted=result.preempted, waiting=result.waiting,
+          elapsed_ms=round(result.elapsed_ms, 1))  # fmt: skip
+    return result
 
 
 def acquire_lock(cluster_id: int, ttl: timedelta = LOCK_TTL) -> str | None:
@@ -88,7 +97,7 @@ def run_pass(cluster_id: int) -> PassResult:
         fault_point("pass.before_commit")
         elapsed = (time.perf_counter() - began) * 1000
         Cluster.objects.filter(pk=cluster_id).update(last_pass_at=now, last_pass_ms=elapsed)
-    return PassResult(ran=True, elapsed_ms=elapsed, **counts)
+    return _logged(PassResult(ran=True, cluster=cluster.name, elapsed_ms=elapsed, **counts))
 
 
 # --- SQLite: compute outside the write lock, re-check and apply under it -------------------------
@@ -223,12 +232,15 @@ def run_pass_optimistic(cluster_id: int) -> PassResult:
                 started += counts["started"]
                 preempted += counts["preempted"]
             else:
-                return PassResult(
-                    ran=True,
-                    started=started,
-                    preempted=preempted,
-                    waiting=counts["waiting"],
-                    elapsed_ms=elapsed,
+                return _logged(
+                    PassResult(
+                        ran=True,
+                        cluster=cluster.name,
+                        started=started,
+                        preempted=preempted,
+                        waiting=counts["waiting"],
+                        elapsed_ms=elapsed,
+                    )
                 )
             log.info("cluster %s: %s during the pass; computing again", cluster_id, why)
         return PassResult(ran=False)

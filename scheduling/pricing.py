@@ -84,3 +84,21 @@ def cost_gpu_seconds(job: Job, seconds: int, known: dict | None = None) -> int:
     from budgets.ledger import cost_of
 
     return cost_of(job.gpus * int(seconds), gpu_type_row(job, known))
+
+
+def affordable_seconds(job: Job, budget: int, known: dict | None = None) -> int:
+    """The most whole seconds of the job whose cost (``cost_gpu_seconds``, rounded as the
+    ledger rounds) stays within ``budget`` cost-GPU-seconds; 0 when nothing is left. Exact:
+    not the budget over a per-second cost rounded to a whole number, which on a fractional
+    factor (4 GPUs at 1.8 cost 7.2 a second) lets a charge run past the floor."""
+    rate = job.gpus * cost_factor(job, known)
+    if rate <= 0:
+        return 10**9  # a free GPU type: no floor stops it (the interval bounds the charge)
+    if budget <= 0:
+        return 0
+    seconds = int(Decimal(budget) / rate)
+    while cost_gpu_seconds(job, seconds + 1, known) <= budget:
+        seconds += 1
+    while seconds > 0 and cost_gpu_seconds(job, seconds, known) > budget:
+        seconds -= 1
+    return seconds

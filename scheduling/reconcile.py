@@ -24,6 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.faults import fault_point
+from portal.logs import event
 from scheduling import accounting
 from scheduling.backends.base import (
     Backend,
@@ -248,9 +249,10 @@ def sync_cluster(cluster_id: int) -> ReconcileReport | None:
         report = reconcile_cluster(cluster, backend.sync(), backend)
     except BackendError as exc:
         Cluster.objects.filter(pk=cluster_id).update(reachable=False, last_error=str(exc)[:2000])
-        log.warning("cluster %s: backend unavailable: %s", cluster.name, exc)
+        event(log, "reconcile_unreachable", logging.WARNING, cluster=cluster.name, error=str(exc))
         return None
     Cluster.objects.filter(pk=cluster_id).update(
         reachable=True, last_error="", last_sync_at=asked_at
     )
+    event(log, "reconcile", cluster=cluster.name, **report.__dict__)
     return report

@@ -31,12 +31,18 @@ def exception():
     """Requests that bend a rule, and their approval."""
 
 
-def _file(state, payload, as_json):
-    created = state.client().post(BASE, payload)
+def _file(state, as_json, kind, **fields):
+    """File a request of ``kind`` with ``fields`` (those given as None left out)."""
+    payload = {"kind": kind, **{k: v for k, v in fields.items() if v is not None}}
+    _said(state.client().post(BASE, payload), as_json)
+
+
+def _said(row, as_json):
+    """What the server answered about a request: as JSON, or a line."""
     if as_json:
-        print_json(created)
+        print_json(row)
     else:
-        click.echo(f"Request {created['id']} ({created['kind']}) is {created['state']}.")
+        click.echo(f"Request {row['id']} ({row['kind']}) is {row['state']}.")
 
 
 @exception.command()
@@ -52,13 +58,14 @@ def _file(state, payload, as_json):
 @pass_state
 def protection(state, job_id, hours, justification, as_json):
     """Protect job JOB_ID for longer than the cap allows."""
-    payload = {
-        "kind": "extended_protection",
-        "job": job_id,
-        "hours": str(hours),
-        "justification": justification,
-    }
-    _file(state, payload, as_json)
+    _file(
+        state,
+        as_json,
+        "extended_protection",
+        job=job_id,
+        hours=str(hours),
+        justification=justification,
+    )
 
 
 @exception.command()
@@ -69,13 +76,14 @@ def protection(state, job_id, hours, justification, as_json):
 @pass_state
 def topup(state, node, gpu_hours, justification, as_json):
     """Add GPU-hours to budget NODE (a path such as nlp/olmo, or an id)."""
-    payload = {
-        "kind": "budget_topup",
-        "node": node,
-        "gpu_hours": str(gpu_hours),
-        "justification": justification,
-    }
-    _file(state, payload, as_json)
+    _file(
+        state,
+        as_json,
+        "budget_topup",
+        node=node,
+        gpu_hours=str(gpu_hours),
+        justification=justification,
+    )
 
 
 @exception.command()
@@ -100,17 +108,17 @@ def reservation(state, cluster, gpus, start, end, length, project, justification
             raise UsageProblem(f"--for: {exc}") from None
     else:
         ends = _moment(end, "--end")
-    payload = {
-        "kind": "reservation",
-        "cluster": cluster,
-        "gpus": gpus,
-        "start": begins.isoformat(),
-        "end": ends.isoformat(),
-        "justification": justification,
-    }
-    if project:
-        payload["node"] = project
-    _file(state, payload, as_json)
+    _file(
+        state,
+        as_json,
+        "reservation",
+        cluster=cluster,
+        gpus=gpus,
+        start=begins.isoformat(),
+        end=ends.isoformat(),
+        justification=justification,
+        node=project or None,
+    )
 
 
 def _moment(text: str, flag: str) -> dt.datetime:
@@ -162,11 +170,7 @@ def show(state, request_id, as_json):
 
 
 def _decide(state, request_id, verb, payload, as_json):
-    row = state.client().post(f"{BASE}{request_id}/{verb}/", payload)
-    if as_json:
-        print_json(row)
-    else:
-        click.echo(f"Request {row['id']} ({row['kind']}) is {row['state']}.")
+    _said(state.client().post(f"{BASE}{request_id}/{verb}/", payload), as_json)
 
 
 @exception.command()

@@ -138,12 +138,9 @@ def state(text: str | None) -> str:
 
 def when(value: str | None, relative_to: dt.datetime | None = None) -> str:
     """An ISO time from the API in the reader's local time: ``14:05`` today, else the date."""
-    if not value:
-        return ""
-    try:
-        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone()
-    except ValueError:
-        return value
+    moment = _local(value)
+    if not isinstance(moment, dt.datetime):
+        return moment
     now = relative_to or dt.datetime.now().astimezone()
     if moment.date() == now.date():
         return moment.strftime("%H:%M")
@@ -153,13 +150,18 @@ def when(value: str | None, relative_to: dt.datetime | None = None) -> str:
 
 
 def full_time(value: str | None) -> str:
+    moment = _local(value)
+    return moment.strftime("%Y-%m-%d %H:%M:%S %Z") if isinstance(moment, dt.datetime) else moment
+
+
+def _local(value: str | None) -> dt.datetime | str:
+    """An ISO time from the API as a time in the reader's zone; what does not parse as is."""
     if not value:
         return ""
     try:
-        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone()
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone()
     except ValueError:
         return value
-    return moment.strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def hours(value) -> str:

@@ -61,3 +61,16 @@ def run_pass(django_capture_on_commit_callbacks):
 def committed(django_capture_on_commit_callbacks):
     """Context manager: run what a block enqueues after commit (dispatch tasks)."""
     return lambda: django_capture_on_commit_callbacks(execute=True)
+
+
+@pytest.fixture
+def optimistic(django_capture_on_commit_callbacks):
+    """``optimistic(cluster)``: the SQLite pass (snapshot and engine outside the lock), with
+    its on-commit dispatch run."""
+    from scheduling import passes
+
+    def run(cluster):
+        with django_capture_on_commit_callbacks(execute=True):
+            return passes.run_pass_optimistic(cluster.pk)
+
+    return run

@@ -227,3 +227,19 @@ def test_an_extended_protection_the_budget_covers_is_held_and_charged_to_the_hou
         charge_running_jobs()
         assert remaining(budget_tree.olmo) == (30 - 2 - 22) * 3600  # the lien pays
     assert charged(job) == 2 * 12 * 3600
+
+
+def test_the_floor_is_exact_on_a_fractional_price(researcher, budget_tree, tmp_path, clock):
+    """4 GPUs at 1.8 cost 7.2 a second. A floor that divides the balance by a per-second cost
+    rounded to 7 lets the run go 11 s (79 cost-seconds) past zero: it must stop where the
+    balance is spent, to the second."""
+    b200 = make_cluster(tmp_path, name="b200", nodes=1, gpu_type="B200", factor="1.800")
+    budget_services.set_grant(None, budget_tree.olmo, 2)  # 7,200: the lien's 4,320, then 400 s
+    job = submit(researcher, cluster="b200", gpus=4, min_runtime_s=600)
+    passes.run_pass(b200.pk)
+    clock.shift(dt.timedelta(minutes=30))
+    charge_running_jobs()
+    job.refresh_from_db()
+    assert job.last_charged_at == T0 + dt.timedelta(seconds=600 + 400)
+    assert charged(job) == 4 * 1000
+    assert remaining(budget_tree.olmo) == 0

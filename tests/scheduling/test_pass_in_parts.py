@@ -24,15 +24,6 @@ def frozen():
 
 
 @pytest.fixture
-def optimistic(django_capture_on_commit_callbacks):
-    def run(cluster):
-        with django_capture_on_commit_callbacks(execute=True):
-            return passes.run_pass_optimistic(cluster.pk)
-
-    return run
-
-
-@pytest.fixture
 def parts_of_two(monkeypatch):
     """Two starts per transaction; returns the ``final`` flag of every part applied."""
     monkeypatch.setattr(passes, "STARTS_PER_TRANSACTION", 2)

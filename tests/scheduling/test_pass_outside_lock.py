@@ -23,15 +23,6 @@ def frozen():
 
 
 @pytest.fixture
-def optimistic(django_capture_on_commit_callbacks):
-    def run(cluster):
-        with django_capture_on_commit_callbacks(execute=True):
-            return passes.run_pass_optimistic(cluster.pk)
-
-    return run
-
-
-@pytest.fixture
 def meanwhile(monkeypatch):
     """``meanwhile(action)``: ``action`` runs once, after the snapshot and while the engine
     computes, as another request or worker would; returns how often the engine ran."""
