@@ -261,6 +261,18 @@ ALLOT_EXCEPTION_SECOND_APPROVAL_GPU_HOURS = env_int(
 ALLOT_EXCEPTION_SECOND_APPROVAL_HOURS = env_int("ALLOT_EXCEPTION_SECOND_APPROVAL_HOURS", 24)
 ALLOT_EXCEPTION_ESCALATE_AFTER_H = env_int("ALLOT_EXCEPTION_ESCALATE_AFTER_H", 24)
 
+# Operations (README, Running it in your organisation): /metrics is open on loopback and, from
+# elsewhere, behind this bearer token (or ALLOT_METRICS_TOKEN_FILE); its answer is kept this
+# many seconds. /healthz calls a pass or a sync stale after ALLOT_HEALTH_STALE_S.
+ALLOT_METRICS_TOKEN = env_str("ALLOT_METRICS_TOKEN", "")
+ALLOT_METRICS_CACHE_S = env_int("ALLOT_METRICS_CACHE_S", 15)
+ALLOT_HEALTH_STALE_S = env_int("ALLOT_HEALTH_STALE_S", 300)
+# GPU telemetry (scheduling/telemetry.py): a Prometheus-compatible query API holding the DCGM
+# exporter's DCGM_FI_DEV_GPU_UTIL; empty turns it off. A job under ALLOT_IDLE_UTILIZATION (a
+# fraction) for ALLOT_IDLE_AFTER_S is idle: flagged, counted as wasted, its owner told.
+ALLOT_GPU_TELEMETRY_URL = env_str("ALLOT_GPU_TELEMETRY_URL", "")
+ALLOT_GPU_TELEMETRY_TIMEOUT_S = env_int("ALLOT_GPU_TELEMETRY_TIMEOUT_S", 10)
+
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "allot@localhost")
 
@@ -315,6 +327,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_int("ALLOT_CHARGE_INTERVAL_S", 60),
     },
 }
+if ALLOT_GPU_TELEMETRY_URL:
+    CELERY_BEAT_SCHEDULE["gpu-telemetry"] = {
+        "task": "scheduling.tasks.read_gpu_telemetry",
+        "schedule": env_int("ALLOT_GPU_TELEMETRY_INTERVAL_S", 60),
+    }
 if env_bool("ALLOT_DEMO_TRAFFIC", default=False):
     # The demo's researchers keep submitting, so its queues never run dry.
     CELERY_BEAT_SCHEDULE["demo-traffic"] = {

@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import account, views
 from portal.api_auth import obtain_token
+from portal.metrics import metrics_view
 from portal.sso import views as sso_views
 
 api_v1 = [
@@ -19,6 +20,7 @@ api_v1 = [
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("login/", sso_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("oidc/login/", sso_views.SignIn.as_view(), name="oidc_authentication_init"),

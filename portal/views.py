@@ -1,9 +1,8 @@
 from django.contrib.auth.decorators import login_required
-from django.db import connection
 from django.http import JsonResponse
 from django.shortcuts import render
 
-from portal import dashboard
+from portal import dashboard, health
 
 
 @login_required
@@ -12,6 +11,7 @@ def home(request):
 
 
 def healthz(request):
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    return JsonResponse({"ok": True})
+    body, status = health.report()
+    response = JsonResponse(body, status=status)
+    response["Cache-Control"] = "no-store"
+    return response

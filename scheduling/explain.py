@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from scheduling import pricing
 from scheduling.models import Job
+from scheduling.reports import IDLE_AFTER
 
 
 def funding_chain(job: Job) -> list[str]:
@@ -44,6 +45,7 @@ def explain_job(job: Job, now=None, viewer=None) -> dict:
     """The contract fields of /api/v1/jobs/{id}/explain/ for any job, running or not; the
     command only for a ``viewer`` allowed to see it."""
     from scheduling.access import can_see_command
+    from scheduling.telemetry import idle_sentence
 
     now = now or timezone.now()
     stored = job.explanation or {}
@@ -54,6 +56,9 @@ def explain_job(job: Job, now=None, viewer=None) -> dict:
     if running and job.funded and job.last_charged_at:
         so_far += job.gpus * factor * max(0.0, (now - job.last_charged_at).total_seconds()) / 3600
     protected = running and job.funded and job.protected_until and job.protected_until > now
+    idle = bool(
+        running and job.low_utilization_since and now - job.low_utilization_since > IDLE_AFTER
+    )
     if not running:
         preemptible_by = f"Nothing: the job is {job.state}, it holds no GPUs."
     else:
@@ -86,7 +91,11 @@ def explain_job(job: Job, now=None, viewer=None) -> dict:
         "nodes": [name for name, _ in job.nodes] if running else [],
         "gpu_utilization": job.gpu_utilization,
         "command": job.command if viewer is not None and can_see_command(viewer, job) else None,
-        "idle": bool(
-            job.low_utilization_since and (now - job.low_utilization_since).total_seconds() > 3600
-        ),
+        "idle": idle,
+        "idle_message": idle_sentence(
+            job, job.gpu_utilization or 0.0, job.low_utilization_since, now, rate
+        )
+        if idle
+        else "",
+        "wasted_gpu_hours": round(job.wasted_gpu_seconds / 3600, 2),
     }

@@ -185,6 +185,12 @@ class Job(models.Model):
     funding_ended_at = models.DateTimeField(null=True, blank=True)
     gpu_utilization = models.FloatField(null=True, blank=True)
     low_utilization_since = models.DateTimeField(null=True, blank=True)
+    # GPU telemetry (scheduling/telemetry.py): when utilisation was last read, GPU-seconds
+    # held below the idle threshold so far (the "wasted GPU-hours"), and when the owner was
+    # told this idle spell (cleared when the job is busy again).
+    utilization_at = models.DateTimeField(null=True, blank=True)
+    wasted_gpu_seconds = models.BigIntegerField(default=0)
+    idle_notified_at = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     # The backend's last refusal for this job (a submit, stop or sync step that failed for this
     # job alone); shown on the job's page. Cleared by nothing: it is history, like events.
@@ -262,3 +268,36 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.kind}"
+
+
+class OperationStat(models.Model):
+    """One bucket of a latency histogram of the live loop (pass, dispatch, reconcile, charge),
+    per cluster, written by the Celery workers and read by ``/metrics`` (portal/metrics.py).
+
+    In the database rather than in process memory: the workers that time the operations are
+    not the web processes that answer the scrape, and a worker restart must not reset a
+    counter. Buckets are cumulative (``le`` is the upper bound, null for +Inf), so one
+    conditional ``UPDATE … WHERE le >= value`` records an observation in one statement; the
+    +Inf row (``le`` = ``INF_LE``, a finite stand-in both databases compare alike) holds the
+    histogram's totals: ``count``, ``sum_seconds`` and ``errors``."""
+
+    INF_LE = 1e300
+
+    operation = models.CharField(max_length=32)
+    cluster = models.CharField(max_length=64, blank=True)
+    le = models.FloatField()
+    count = models.BigIntegerField(default=0)
+    sum_seconds = models.FloatField(default=0.0)
+    errors = models.BigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["operation", "cluster", "le"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["operation", "cluster", "le"],
+                name="operation_stat_bucket_unique",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.operation} {self.cluster} le={self.le}: {self.count}"

@@ -44,10 +44,10 @@ from scheduling.dispatch import (
     start_on_backend,
 )
 from scheduling.models import Cluster, Job
+from scheduling.telemetry import tell_owner, utilization_changes
 from scheduling.transitions import transition
 
 log = logging.getLogger(__name__)
-LOW_UTILIZATION = 0.10
 
 
 @dataclass
@@ -170,18 +170,15 @@ def _record_utilization(job: Job, remote: RemoteJob, now) -> None:
         if datetime.fromtimestamp(remote.started_at, tz=UTC) > job.started_at:
             _confirm_running(job.pk, remote)
     if remote.gpu_utilization is None:
-        return
-    low_since = job.low_utilization_since
-    if remote.gpu_utilization < LOW_UTILIZATION:
-        low_since = low_since or now
-    else:
-        low_since = None
-    Job.objects.filter(pk=job.pk).update(
-        gpu_utilization=remote.gpu_utilization,
-        low_utilization_since=low_since,
-        dispatched=True,
-        external_id=remote.external_id,
+        return  # Slurm and Kubernetes: GPU telemetry (scheduling/telemetry.py) reads it
+    changes, tell = utilization_changes(job, remote.gpu_utilization, now)
+    # Conditional on the reading this row was loaded with: a concurrent sync that recorded
+    # one in between has counted the wasted interval already.
+    updated = Job.objects.filter(pk=job.pk, utilization_at=job.utilization_at).update(
+        **changes, dispatched=True, external_id=remote.external_id
     )
+    if updated and tell:
+        tell_owner(job, remote.gpu_utilization, changes["low_utilization_since"], now)
 
 
 def reconcile_cluster(

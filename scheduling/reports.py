@@ -106,6 +106,11 @@ class Group:
     def idle_jobs(self) -> int:
         return sum(1 for job in self.jobs if job.idle)
 
+    @property
+    def wasted_gpu_hours(self) -> float:
+        """GPU-hours its running jobs have held under the idle threshold (GPU telemetry)."""
+        return round(sum(job.wasted_gpu_seconds for job in self.jobs) / 3600, 1)
+
     def add(self, job: Job) -> None:
         if job.funded:
             self.funded_gpus += job.gpus

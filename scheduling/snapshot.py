@@ -122,7 +122,17 @@ def _displacements(
 
 # Job columns neither the engine nor the pass's writes read: not loaded for thousands of rows.
 # (A start's dispatch task reads its job again.)
-NOT_READ = ("command", "env", "external_id", "gpu_utilization", "exit_code", "last_error")
+NOT_READ = (
+    "command",
+    "env",
+    "external_id",
+    "gpu_utilization",
+    "exit_code",
+    "last_error",
+    "utilization_at",
+    "wasted_gpu_seconds",
+    "idle_notified_at",
+)
 
 
 def _usernames(ids: set[int]) -> dict[int, str]:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from scheduling import discovery, reconcile
+from scheduling import discovery, reconcile, telemetry
 from scheduling.accounting import charge_running_jobs
 from scheduling.backends.base import BackendUnavailable
 from scheduling.demo import keep_demand
 from scheduling.dispatch import backend_for, start_on_backend, stop_on_backend
-from scheduling.models import Cluster, Node
+from scheduling.models import Cluster, Job, Node
+from scheduling.opstats import timed
 from scheduling.passes import run_pass
+
+logger = logging.getLogger(__name__)
 
 RETRY = dict(
     autoretry_for=(BackendUnavailable,),
@@ -31,18 +36,30 @@ def schedule_all() -> None:
 
 @shared_task(ignore_result=True)
 def schedule_cluster(cluster_id: int) -> dict:
-    result = run_pass(cluster_id)
+    with timed("pass", _cluster_name(cluster_id=cluster_id)):
+        result = run_pass(cluster_id)
     return result.__dict__
+
+
+def _cluster_name(cluster_id: int | None = None, job_id: int | None = None) -> str:
+    """The cluster label of an operation's latency (one small query)."""
+    if job_id is not None:
+        names = Job.objects.filter(pk=job_id).values_list("cluster__name", flat=True)
+    else:
+        names = Cluster.objects.filter(pk=cluster_id).values_list("name", flat=True)
+    return next(iter(names), "")
 
 
 @shared_task(ignore_result=True, **RETRY)
 def dispatch_start(job_id: int, attempt_key: str) -> bool:
-    return start_on_backend(job_id, attempt_key)
+    with timed("dispatch", _cluster_name(job_id=job_id)):
+        return start_on_backend(job_id, attempt_key)
 
 
 @shared_task(ignore_result=True, **RETRY)
 def dispatch_stop(job_id: int, attempt_key: str, cancel: bool) -> None:
-    stop_on_backend(job_id, attempt_key, cancel)
+    with timed("dispatch", _cluster_name(job_id=job_id)):
+        stop_on_backend(job_id, attempt_key, cancel)
 
 
 @shared_task(ignore_result=True, **RETRY)
@@ -85,12 +102,28 @@ def sync_all() -> None:
 
 @shared_task(ignore_result=True)
 def sync_cluster(cluster_id: int) -> None:
-    reconcile.sync_cluster(cluster_id)
+    with timed("reconcile", _cluster_name(cluster_id=cluster_id)) as outcome:
+        # None: the backend could not be reached (recorded on the cluster): an error.
+        outcome["error"] = reconcile.sync_cluster(cluster_id) is None
 
 
 @shared_task(ignore_result=True)
 def charge_usage() -> int:
-    return charge_running_jobs()
+    with timed("charge"):
+        return charge_running_jobs()
+
+
+@shared_task(ignore_result=True)
+def read_gpu_telemetry() -> int:
+    """GPU utilisation from ALLOT_GPU_TELEMETRY_URL (DCGM in Prometheus) for Slurm and
+    Kubernetes jobs: idle jobs flagged, wasted GPU-hours counted, owners told."""
+    with timed("telemetry") as outcome:
+        try:
+            return telemetry.read_and_record().read
+        except telemetry.TelemetryError as exc:
+            outcome["error"] = True
+            logger.warning("GPU telemetry: %s", exc)
+            return 0
 
 
 @shared_task(ignore_result=True)
