@@ -10,7 +10,12 @@ from scheduling import discovery, reconcile
 from scheduling.accounting import charge_running_jobs
 from scheduling.backends.base import BackendUnavailable
 from scheduling.demo import keep_demand
-from scheduling.dispatch import backend_for, start_on_backend, stop_on_backend
+from scheduling.dispatch import (
+    backend_for,
+    start_many_on_backend,
+    start_on_backend,
+    stop_on_backend,
+)
 from scheduling.models import Cluster, Node
 from scheduling.passes import run_pass
 
@@ -38,6 +43,12 @@ def schedule_cluster(cluster_id: int) -> dict:
 @shared_task(ignore_result=True, **RETRY)
 def dispatch_start(job_id: int, attempt_key: str) -> bool:
     return start_on_backend(job_id, attempt_key)
+
+
+@shared_task(ignore_result=True)
+def dispatch_starts(pairs: list) -> int:
+    """A pass's starts in one message; a start the backend cannot take now is retried alone."""
+    return start_many_on_backend([(job_id, key) for job_id, key in pairs])
 
 
 @shared_task(ignore_result=True, **RETRY)
