@@ -51,6 +51,8 @@ def hold_start_liens(starts: list[tuple[Job, int]]) -> set[int]:
     failed (no project, or a balance no longer covers it); nothing is written for those."""
     from budgets import ledger
 
+    if not starts:
+        return set()
     failed, requests = set(), []
     known = pricing.known_places(*{job.cluster_id for job, _ in starts})
     for job, protected_s in starts:
