@@ -123,10 +123,54 @@ def _column_type(field) -> str:
     return field.db_type(connection)
 
 
+def insert_many(model: type[models.Model], fields: Sequence[str], rows: Iterable[Sequence]) -> int:
+    """Insert rows of ``fields`` values (Python values, as the model holds them; a foreign key
+    by its ``*_id`` name) in one statement: ``INSERT ... SELECT ... FROM json_to_recordset``
+    on PostgreSQL, ``executemany`` elsewhere. No defaults are filled in (``auto_now_add``
+    included): give every column the row needs. Returns the number of rows inserted."""
+    rows = [list(row) for row in rows]
+    if not rows:
+        return 0
+    qn = connection.ops.quote_name
+    columns = [model._meta.get_field(name) for name in fields]
+    names = ", ".join(qn(f.column) for f in columns)
+    table = qn(model._meta.db_table)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            record = ", ".join(f"c{i} {_column_type(f)}" for i, f in enumerate(columns))
+            picked = ", ".join(f"v.c{i}" for i in range(len(columns)))
+            document = json.dumps(
+                [
+                    {
+                        f"c{i}": _json_value(f, value)
+                        for i, (f, value) in enumerate(zip(columns, row, strict=True))
+                    }
+                    for row in rows
+                ],
+                separators=(",", ":"),
+            )
+            cursor.execute(
+                f"INSERT INTO {table} ({names}) SELECT {picked} "
+                f"FROM json_to_recordset(%s::json) AS v({record})",
+                [document],
+            )
+        else:
+            marks = ", ".join(["%s"] * len(columns))
+            cursor.executemany(
+                f"INSERT INTO {table} ({names}) VALUES ({marks})",
+                [[_prep(f, value) for f, value in zip(columns, row, strict=True)] for row in rows],
+            )
+        return cursor.rowcount
+
+
 def _json_value(field, value):
     """``value`` as JSON that PostgreSQL reads back into the field's column type."""
     if value is None:
         return None
+    if type(value) in (int, str, bool, float) and not isinstance(field, models.JSONField):
+        return value  # what get_db_prep_value returns for these, unchanged
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.isoformat()  # aware: stored as this instant, as the ORM stores it
     if isinstance(field, models.JSONField):
         return value  # nested as JSON: the record's jsonb column takes it as it is
     if isinstance(field, models.ForeignKey) and isinstance(value, models.Model):

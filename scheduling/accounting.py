@@ -133,6 +133,22 @@ def _charge_until(
     return job.gpus * seconds
 
 
+# What a charging run reads of each running job (not its explanation, command, ...).
+CHARGE_READS = (
+    "owner_id",
+    "gpus",
+    "funded",
+    "started_at",
+    "last_charged_at",
+    "protected_until",
+    "nodes",
+    "project__path",
+    "project__depth",
+    "cluster__last_sync_at",
+    "cluster__gpu_type",
+)
+
+
 @transaction.atomic
 def charge_running_jobs(now: datetime | None = None) -> int:
     """Charge every running funded job up to ``now``, but never past the moment its cluster's
@@ -151,7 +167,8 @@ def charge_running_jobs(now: datetime | None = None) -> int:
     jobs = list(
         Job.objects.select_for_update(of=("self",))
         .filter(state=Job.State.RUNNING, funded=True)
-        .select_related("project", "owner", "cluster")
+        .select_related("project", "cluster")  # the owner is written by id
+        .only(*CHARGE_READS)
         .order_by("pk")
     )
     due = []
@@ -209,7 +226,7 @@ def _write_charges(planned: list) -> int:
     holds what was read), insert the new ledger rows (one INSERT) and shrink the open liens
     by what was charged (one UPDATE). Returns GPU-seconds charged."""
     from budgets.models import Lien, UsageEntry
-    from portal.bulk_sql import update_many
+    from portal.bulk_sql import insert_many, update_many
 
     if not planned:
         return 0
@@ -220,21 +237,25 @@ def _write_charges(planned: list) -> int:
             Job.objects.filter(pk__in=[row[0] for row in rows]).values_list("pk", "last_charged_at")
         )
         planned = [p for p in planned if now_at.get(p[0].pk) == p[2]]
-    UsageEntry.objects.bulk_create(
+    recorded = timezone.now()
+    insert_many(
+        UsageEntry,
         [
-            UsageEntry(
-                node=job.project,
-                job_ref=job.pk,
-                user=job.owner,
-                gpu_type=gpu_type,
-                interval_start=start,
-                interval_end=end,
-                gpu_seconds=gpu_seconds,
-                cost_gpu_seconds=cost,
-            )
-            for job, start, end, gpu_seconds, gpu_type, cost, known in planned
+            "node_id",
+            "job_ref",
+            "user_id",
+            "gpu_type_id",
+            "interval_start",
+            "interval_end",
+            "gpu_seconds",
+            "cost_gpu_seconds",
+            "recorded_at",
+        ],
+        [
+            (job.project_id, job.pk, job.owner_id, gpu_type.pk, start, end, gpu_s, cost, recorded)
+            for job, start, end, gpu_s, gpu_type, cost, known in planned
             if not known
-        ]
+        ],
     )
     update_many(
         Lien,
