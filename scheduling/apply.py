@@ -14,7 +14,7 @@ from scheduling import accounting, bulk_writes, dispatch
 from scheduling.engine import model as m
 from scheduling.models import Job, JobEvent, Node
 from scheduling.snapshot import DISPLACED, SnapshotContext, from_epoch
-from scheduling.transitions import transition
+from scheduling.transitions import transition, transition_many
 
 
 def _apply_preemption(job: Job, decision: m.Preempt, now: datetime) -> None:
@@ -54,10 +54,12 @@ def _liens_fail(jobs: dict, starts: list[m.Start], now: datetime) -> set[str]:
     return {d.job_id for d in starts if jobs[d.job_id].pk in failed}
 
 
-def _not_started(job: Job) -> None:
-    """A funded start whose lien failed: it stays pending, nobody is preempted for it, and the
-    next pass decides again on the real balance (maybe unfunded)."""
-    Job.objects.filter(pk=job.pk).update(
+def _not_started(jobs: list[Job]) -> None:
+    """Funded starts whose lien failed: they stay pending, nobody is preempted for them, and
+    the next pass decides again on the real balance (maybe unfunded)."""
+    if not jobs:
+        return
+    Job.objects.filter(pk__in=[job.pk for job in jobs]).update(
         pending_code="Unfunded",
         pending_message="Its budget was spent by another pass at the same moment; the next "
         "pass decides again on what is left.",
@@ -76,9 +78,9 @@ def _apply_defund(job: Job, decision: m.Defund, now: datetime) -> None:
     job.funded, job.funding_ended_at = False, locked.funding_ended_at
 
 
-def _apply_start(job: Job, decision: m.Start, now: datetime) -> None:
+def _start_fields(job: Job, decision: m.Start, now: datetime) -> dict:
     attempt = job.attempt + 1
-    fields = dict(
+    return dict(
         nodes=[[name, gpus] for name, gpus in decision.nodes],
         started_at=now,
         first_started_at=job.first_started_at or now,
@@ -98,12 +100,21 @@ def _apply_start(job: Job, decision: m.Start, now: datetime) -> None:
         estimated_start=None,
         low_utilization_since=None,
     )
-    where = ", ".join(name for name, _ in decision.nodes)
-    funding = (
-        "funded by " + job.project.slug_path if decision.funded and job.project else "unfunded"
-    )
-    transition(job, Job.State.RUNNING, now, f"started on {where} ({funding})", **fields)
-    dispatch.enqueue_start(job)
+
+
+def _apply_starts(starts: list[tuple[Job, m.Start]], now: datetime) -> None:
+    """Every start of the pass: one conditional UPDATE of the rows, one INSERT of their
+    events (``transition_many``), and one dispatch message for all of them, sent after
+    commit (``dispatch.enqueue_starts``)."""
+    moves = []
+    for job, decision in starts:
+        where = ", ".join(name for name, _ in decision.nodes)
+        funding = (
+            "funded by " + job.project.slug_path if decision.funded and job.project else "unfunded"
+        )
+        moves.append((job, f"started on {where} ({funding})", _start_fields(job, decision, now)))
+    transition_many(moves, Job.State.RUNNING, now)
+    dispatch.enqueue_starts([job for job, _ in starts])
 
 
 def _remember_displacements(
@@ -199,11 +210,8 @@ def apply_decisions(
     for decision in decisions.preemptions:
         if decision.by_job_id not in unfunded:  # no preemption on behalf of an unfunded start
             _apply_preemption(jobs[decision.job_id], decision, now)
-    for decision in decisions.starts:
-        if decision.job_id in unfunded:
-            _not_started(jobs[decision.job_id])
-        else:
-            _apply_start(jobs[decision.job_id], decision, now)
+    _not_started([jobs[d.job_id] for d in decisions.starts if d.job_id in unfunded])
+    _apply_starts([(jobs[d.job_id], d) for d in decisions.starts if d.job_id not in unfunded], now)
     _remember_displacements(ctx, decisions, now, unfunded)
     started = {d.job_id for d in decisions.starts} - unfunded
     counts = {"started": len(started), "preempted": len(decisions.preemptions), "waiting": 0}

@@ -227,3 +227,59 @@ def page_timings(cluster: Cluster, repeat: int) -> dict:
         ms, size, queries = time_page(client, url, repeat)
         out.update({f"{key}_ms": ms, f"{key}_bytes": size, f"{key}_queries": queries})
     return out
+
+
+def charge_timing(cluster: Cluster, count: int, repeat: int) -> dict:
+    """One charging run (``accounting.charge_running_jobs``) over ``count`` funded jobs
+    running on ``cluster`` (written in bulk with their liens, five minutes uncharged each),
+    ``repeat`` times, each in a transaction rolled back afterwards: median milliseconds and
+    the statements of one run. The issue's case: 5,000 running jobs."""
+    from django.db import transaction
+
+    from budgets.models import Lien
+    from scheduling.accounting import charge_running_jobs
+
+    people = [(p, projects) for p, projects in _researchers() if projects]
+    rng = random.Random(14)
+    now = timezone.now()
+    nodes = list(cluster.nodes.values_list("name", flat=True))
+    timings, statements = [], 0
+    for _ in range(repeat):
+        with transaction.atomic():
+            jobs = []
+            for index in range(count):
+                person, projects = rng.choice(people)
+                jobs.append(
+                    Job(
+                        name=f"charged-{index}",
+                        owner=person,
+                        project_id=rng.choice(projects),
+                        cluster=cluster,
+                        gpus=1,
+                        min_runtime_s=600,
+                        state=Job.State.RUNNING,
+                        funded=True,
+                        submitted_at=now - dt.timedelta(hours=1),
+                        started_at=now - dt.timedelta(minutes=30),
+                        first_started_at=now - dt.timedelta(minutes=30),
+                        last_charged_at=now - dt.timedelta(minutes=5),
+                        protected_until=now - dt.timedelta(minutes=20),
+                        nodes=[[rng.choice(nodes), 1]],
+                        attempt=1,
+                    )
+                )
+            jobs = Job.objects.bulk_create(jobs, batch_size=1000)
+            Lien.objects.bulk_create(
+                [
+                    Lien(node_id=j.project_id, job_ref=j.pk, cost_gpu_seconds=600, created_at=now)
+                    for j in jobs
+                ],
+                batch_size=1000,
+            )
+            with QueryCounter().counting() as queries:
+                began = time.perf_counter()
+                charge_running_jobs(now)
+                timings.append((time.perf_counter() - began) * 1000)
+            statements = queries.count
+            transaction.set_rollback(True)
+    return {"charge_ms": median(timings), "charge_jobs": count, "charge_queries": statements}

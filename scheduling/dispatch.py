@@ -252,6 +252,34 @@ def enqueue_start(job: Job) -> None:
     enqueue.start(job.pk, job.attempt_key)
 
 
+# Starts per dispatch message: a pass's starts go out in messages of at most this many, so a
+# fill of a large cluster is a few messages (not one per job) that several workers can share.
+STARTS_PER_MESSAGE = 64
+
+
+def enqueue_starts(jobs: list[Job]) -> None:
+    """Dispatch a pass's starts after commit, ``STARTS_PER_MESSAGE`` to a message."""
+    pairs = [(job.pk, job.attempt_key) for job in jobs]
+    for begin in range(0, len(pairs), STARTS_PER_MESSAGE):
+        enqueue.starts(pairs[begin : begin + STARTS_PER_MESSAGE])
+
+
+def start_many_on_backend(pairs: list[tuple[int, str]]) -> int:
+    """Launch the starts of one dispatch message, one after another (each as
+    ``start_on_backend``: its own lock and transaction). A start the backend cannot take
+    now (BackendUnavailable) goes on alone, as its own retried ``dispatch_start`` task, so
+    one unreachable moment neither drops nor repeats the others. Returns how many launched."""
+    launched = 0
+    for job_id, attempt_key in pairs:
+        try:
+            launched += bool(start_on_backend(job_id, attempt_key))
+        except BackendUnavailable:
+            enqueue.start(job_id, attempt_key)
+        except Exception:  # as a failed task of its own: the other starts still go out
+            log.exception("job %s: dispatching its start failed", job_id)
+    return launched
+
+
 def enqueue_preempt(job: Job) -> None:
     enqueue.stop(job.pk, job.attempt_key, cancel=False)
 

@@ -15,6 +15,7 @@ from django.db import transaction
 from portal.faults import fault_point
 
 DISPATCH_START = "scheduling.tasks.dispatch_start"
+DISPATCH_STARTS = "scheduling.tasks.dispatch_starts"
 DISPATCH_STOP = "scheduling.tasks.dispatch_stop"
 MIRROR_DRAIN = "scheduling.tasks.mirror_drain"
 DISCOVER = "scheduling.tasks.discover_cluster"
@@ -37,6 +38,11 @@ def on_commit(task_name: str, *args: object) -> None:
 
 def start(job_id: int, attempt_key: str) -> None:
     on_commit(DISPATCH_START, job_id, attempt_key)
+
+
+def starts(pairs: list[tuple[int, str]]) -> None:
+    """One message for many starts (a pass's): [(job id, attempt key), ...]."""
+    on_commit(DISPATCH_STARTS, [list(pair) for pair in pairs])
 
 
 def stop(job_id: int, attempt_key: str, *, cancel: bool) -> None:

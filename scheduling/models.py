@@ -211,6 +211,15 @@ class Job(models.Model):
         indexes = [
             models.Index(fields=["cluster", "state"]),
             models.Index(fields=["owner", "state"]),
+            # The pages read the live jobs of every cluster (running overview, occupancy,
+            # queue counts): a small partial index, so 100k finished jobs are never scanned.
+            models.Index(
+                fields=["state", "cluster"],
+                condition=Q(state__in=["pending", "running", "preempted"]),
+                name="job_active_by_state",
+            ),
+            # The operations page's wait times: jobs first started in the last 7 days.
+            models.Index(fields=["first_started_at"], name="job_first_started"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(state__in=JOB_STATES), name="job_state_valid"),
@@ -265,6 +274,8 @@ class JobEvent(models.Model):
 
     class Meta:
         ordering = ["at", "id"]
+        # Preemptions in the last 24 h (operations page), displacements (each pass's snapshot).
+        indexes = [models.Index(fields=["kind", "at"], name="jobevent_kind_at")]
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.kind}"

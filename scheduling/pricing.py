@@ -59,17 +59,18 @@ def gpu_type_row(job: Job, known: dict | None = None):
     return row
 
 
-def known_places(cluster_id: int) -> dict:
-    """``gpu_type_row``'s cache filled for every priced node of a cluster (two queries), for a
-    pass that prices many starts. Unpriced nodes are left out: looking them up raises."""
+def known_places(*cluster_ids: int) -> dict:
+    """``gpu_type_row``'s cache filled for every priced node of these clusters (two queries),
+    for a pass or a charging run that prices many jobs. Unpriced nodes are left out: looking
+    them up raises."""
     from budgets.models import GpuType
 
     rows = {row.name: row for row in GpuType.objects.all()}
     return {
         ("place", cluster_id, name): rows[gpu_type]
-        for name, gpu_type in Node.objects.filter(cluster_id=cluster_id).values_list(
-            "name", "gpu_type"
-        )
+        for cluster_id, name, gpu_type in Node.objects.filter(
+            cluster_id__in=cluster_ids
+        ).values_list("cluster_id", "name", "gpu_type")
         if gpu_type in rows
     }
 

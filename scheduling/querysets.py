@@ -44,8 +44,10 @@ class JobQuerySet(models.QuerySet):
     def for_wait_times(self, since):
         """(gpus, submitted_at, first_started_at) of jobs that first started since `since`: the
         operations page's wait-time percentiles, computed in Python from one query."""
-        return self.filter(first_started_at__gte=since).values_list(
-            "gpus", "submitted_at", "first_started_at"
+        return (
+            self.filter(first_started_at__gte=since)
+            .values_list("gpus", "submitted_at", "first_started_at")
+            .order_by()  # no sort: the percentiles sort the waits themselves
         )
 
     def for_occupancy(self):

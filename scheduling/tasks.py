@@ -12,7 +12,12 @@ from scheduling import discovery, reconcile, telemetry
 from scheduling.accounting import charge_running_jobs
 from scheduling.backends.base import BackendUnavailable
 from scheduling.demo import keep_demand
-from scheduling.dispatch import backend_for, start_on_backend, stop_on_backend
+from scheduling.dispatch import (
+    backend_for,
+    start_many_on_backend,
+    start_on_backend,
+    stop_on_backend,
+)
 from scheduling.models import Cluster, Job, Node
 from scheduling.opstats import timed
 from scheduling.passes import run_pass
@@ -54,6 +59,13 @@ def _cluster_name(cluster_id: int | None = None, job_id: int | None = None) -> s
 def dispatch_start(job_id: int, attempt_key: str) -> bool:
     with timed("dispatch", _cluster_name(job_id=job_id)):
         return start_on_backend(job_id, attempt_key)
+
+
+@shared_task(ignore_result=True)
+def dispatch_starts(pairs: list) -> int:
+    """A pass's starts in one message; a start the backend cannot take now is retried alone."""
+    with timed("dispatch", _cluster_name(job_id=pairs[0][0]) if pairs else ""):
+        return start_many_on_backend([(job_id, key) for job_id, key in pairs])
 
 
 @shared_task(ignore_result=True, **RETRY)

@@ -64,3 +64,45 @@ def transition(job: Job, target: str, at: datetime, message: str = "", **fields)
         nodes=[name for name, _ in job.nodes] if target == S.RUNNING else [],
     )
     return job
+
+
+def transition_many(moves: list[tuple[Job, str, dict]], target: str, at: datetime) -> None:
+    """``transition`` for many jobs at once (a pass's starts), in two statements: one
+    conditional UPDATE of every row (``portal.bulk_sql``: each row's fields, only where the
+    state is still the one read) and one INSERT of the events. ``moves`` holds (job, event
+    message, fields); every job is in the same state and gets the same set of fields.
+
+    As with ``transition``, a job another transaction changed first makes this raise
+    InvalidTransition (the caller's transaction then rolls back: nothing is half-applied).
+    """
+    from portal.bulk_sql import update_many
+
+    if not moves:
+        return
+    previous = moves[0][0].state
+    names = list(moves[0][2])
+    for job, _, fields in moves:
+        if job.state != previous or target not in ALLOWED[job.state] or list(fields) != names:
+            raise InvalidTransition(job, target)
+    changed = update_many(
+        Job,
+        "pk",
+        ["state", *names],
+        ([job.pk, target, *fields.values()] for job, _, fields in moves),
+        where={"state": previous},
+    )
+    if changed != len(moves):
+        now = dict(
+            Job.objects.filter(pk__in=[j.pk for j, _, _ in moves]).values_list("pk", "state")
+        )
+        moved = next((j for j, _, _ in moves if now.get(j.pk) != target), moves[0][0])
+        raise InvalidTransition(moved, target)
+    events = []
+    for job, message, fields in moves:
+        job.state = target
+        for name, value in fields.items():
+            setattr(job, name, value)
+        kind = target if previous != S.PREEMPTED or target != S.PENDING else "requeued"
+        nodes = [name for name, _ in job.nodes] if target == S.RUNNING else []
+        events.append(JobEvent(job=job, at=at, kind=kind, message=message, nodes=nodes))
+    JobEvent.objects.bulk_create(events)

@@ -78,7 +78,7 @@ def test_an_outage_is_recorded_and_a_job_that_finished_meanwhile_is_charged_to_i
 def test_dispatch_during_an_outage_retries_with_backoff(researcher, cluster, monkeypatch):
     assert dispatch_start.autoretry_for == (BackendUnavailable,)
     assert dispatch_start.retry_backoff and dispatch_start.max_retries >= 5
-    monkeypatch.setattr(dispatch, "enqueue_start", lambda job: None)
+    monkeypatch.setattr(dispatch, "enqueue_starts", lambda jobs: None)
     job = submit_job(
         researcher,
         JobRequest(name="t", project="nlp/olmo", cluster="jupiter", gpus=2, min_runtime_s=3600),

@@ -13,12 +13,16 @@ KEYS = {
     "database", "nodes", "gpus", "jobs", "history", "repeat", "waiting", "total_s",
     *(f"{p}_{k}" for p in ("fill", "refill", "steady") for k in ("ms", "started", "queries")),
     *(f"{p}_{k}" for p in ("queue_page", "operations_page") for k in ("ms", "bytes", "queries")),
+    "charge_ms", "charge_jobs", "charge_queries",
 }  # fmt: skip
 
 
 def bench(*args) -> dict:
     out = StringIO()
-    call_command("bench_live", "--jobs", "50", "--nodes", "4", "--repeat", "1", *args, stdout=out)
+    call_command(
+        "bench_live", "--jobs", "50", "--nodes", "4", "--repeat", "1", "--charge-jobs", "40",
+        *args, stdout=out,
+    )  # fmt: skip
     [line] = out.getvalue().splitlines()
     return json.loads(line)
 
@@ -37,6 +41,8 @@ def test_bench_live_runs_the_passes_and_pages_and_prints_one_json_line(db):
         == 30
     )
     assert report["queue_page_bytes"] > 0 and report["operations_page_queries"] > 0
+    assert report["charge_jobs"] == 40 and report["charge_queries"] > 0
+    assert Job.objects.filter(name__startswith="charged-").count() == 0  # rolled back
 
 
 def test_bench_live_refuses_a_database_that_already_has_jobs(db):

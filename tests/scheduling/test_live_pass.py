@@ -93,7 +93,7 @@ def test_an_expired_lock_from_a_dead_worker_does_not_block_forever(cluster, froz
 def test_a_worker_dying_between_commit_and_dispatch_is_repaired_without_a_duplicate(
     researcher, cluster, frozen, monkeypatch, run_pass
 ):
-    monkeypatch.setattr(dispatch, "enqueue_start", lambda job: None)  # the crash
+    monkeypatch.setattr(dispatch, "enqueue_starts", lambda jobs: None)  # the crash
     job = submit(researcher)
     run_pass(cluster)
     job.refresh_from_db()

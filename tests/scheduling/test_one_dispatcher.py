@@ -41,7 +41,7 @@ def test_two_dispatchers_of_one_start_reach_the_backend_one_after_the_other(
     request = JobRequest(name="t", project="nlp/olmo", cluster="jupiter", gpus=1, min_runtime_s=60)
     job = submit_job(researcher, request)
     with monkeypatch.context() as lost:  # committed, its dispatch lost (a broker restart)
-        lost.setattr(dispatch, "enqueue_start", lambda job: None)
+        lost.setattr(dispatch, "enqueue_starts", lambda jobs: None)
         passes.run_pass(cluster.pk)
     job.refresh_from_db()
     assert job.state == Job.State.RUNNING and not job.dispatched

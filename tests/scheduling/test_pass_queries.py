@@ -8,6 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from portal import bulk_sql
 from scheduling import bulk_writes
 from scheduling.models import Job
 from scheduling.services import JobRequest, submit_job
@@ -54,14 +55,12 @@ def test_a_pass_runs_as_many_queries_for_200_waiting_jobs_as_for_20(researcher, 
     assert positions == list(range(1, 200))  # every waiting job's report was written
 
 
-@pytest.mark.parametrize("writer", ["_update_from_values", "_update_each"])
+@pytest.mark.parametrize("writer", ["_from_json", "_each"])
 def test_the_bulk_writer_stores_what_the_orm_would_store(researcher, cluster, writer, monkeypatch):
-    if writer == "_update_from_values" and connection.vendor != "postgresql":
-        pytest.skip("UPDATE ... FROM (VALUES ...) is the PostgreSQL path")
+    if writer == "_from_json" and connection.vendor != "postgresql":
+        pytest.skip("UPDATE ... FROM json_to_recordset(...) is the PostgreSQL path")
     monkeypatch.setattr(
-        bulk_writes,
-        "_update_from_values" if writer == "_update_each" else "_update_each",
-        getattr(bulk_writes, writer),
+        bulk_sql, "_from_json" if writer == "_each" else "_each", getattr(bulk_sql, writer)
     )
     backlog(researcher, cluster, 3)
     first, second, third = Job.objects.filter(cluster=cluster).order_by("pk")

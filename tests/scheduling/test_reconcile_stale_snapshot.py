@@ -11,7 +11,7 @@ from scheduling.services import JobRequest, submit_job
 def test_a_dispatch_landing_after_the_backend_snapshot_is_not_taken_for_lost(
     researcher, cluster, run_pass, monkeypatch
 ):
-    monkeypatch.setattr(dispatch, "enqueue_start", lambda job: None)  # dispatch comes later
+    monkeypatch.setattr(dispatch, "enqueue_starts", lambda jobs: None)  # dispatch comes later
     job = submit_job(
         researcher,
         JobRequest(

@@ -117,7 +117,7 @@ def test_two_passes_started_at_once_only_one_runs(postgres, researcher, tmp_path
         return real_schedule(snapshot)
 
     monkeypatch.setattr(passes, "schedule", slow_schedule)
-    monkeypatch.setattr(dispatch, "enqueue_start", lambda job: None)
+    monkeypatch.setattr(dispatch, "enqueue_starts", lambda jobs: None)
     cluster = make_cluster(tmp_path)
     submit_job(
         researcher,

@@ -29,10 +29,16 @@ class Command(BaseCommand):
             "--history", type=int, default=0, help="finished jobs added before the pages (0)"
         )
         parser.add_argument(
+            "--charge-jobs",
+            type=int,
+            default=5000,
+            help="running jobs of the charging run (5000; 0 skips it)",
+        )
+        parser.add_argument(
             "--force", action="store_true", help="run even if the database already has jobs"
         )
 
-    def handle(self, *args, jobs, nodes, repeat, history, force, **options):
+    def handle(self, *args, jobs, nodes, repeat, history, charge_jobs, force, **options):
         if jobs < 1 or nodes < 1 or repeat < 1 or history < 0:
             raise CommandError("--jobs, --nodes and --repeat must be positive")
         if Job.objects.exists() and not force:
@@ -66,6 +72,8 @@ class Command(BaseCommand):
                 bench.add_history(cluster, history)
             out["waiting"] = Job.objects.filter(cluster=cluster, state="pending").count()
             out.update(bench.page_timings(cluster, repeat))
+            if charge_jobs:
+                out.update(bench.charge_timing(cluster, charge_jobs, repeat))
         out["total_s"] = round(time.perf_counter() - began, 1)
         self.stdout.write(json.dumps(out))
 

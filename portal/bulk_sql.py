@@ -1,0 +1,212 @@
+"""Many rows of one table changed by one statement: the live loop's writes at scale.
+
+``update_many`` sets columns on many rows, each row its own values, in one ``UPDATE``:
+
+- PostgreSQL: ``UPDATE t SET a = v.a, ... FROM json_to_recordset(%s::json) AS v(key bigint,
+  a varchar(32), ...) WHERE t.key = v.key``. The rows travel as ONE bound parameter, a JSON
+  array, typed by the record definition (each field's own column type), so there is no limit
+  on the number of rows (bind parameters are limited to 65,535) and the statement's text is
+  the same whatever the number of rows.
+- Other databases (SQLite): ``executemany`` of one plain ``UPDATE ... WHERE key = %s``, one
+  prepared statement run per row, in-process.
+
+Optional conditions keep the guards the ORM's conditional updates had: ``where`` holds
+constants every row must still match (``state = 'pending'``: a concurrent change is detected
+by the row count), ``unchanged`` columns that must still hold the per-row value the caller
+read (compared null-safely), and ``add`` columns that are incremented rather than set.
+
+Values are Python values as the model holds them; each goes through its field's
+``get_db_prep_value`` (SQLite) or the same conversion to JSON text (PostgreSQL: datetimes as
+ISO 8601 with their offset, JSON fields nested as JSON), so what is stored is what the ORM
+would store.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+
+from django.db import connection, models
+
+
+def update_many(
+    model: type[models.Model],
+    key: str,
+    fields: Sequence[str],
+    rows: Iterable[Sequence],
+    *,
+    unchanged: Sequence[str] = (),
+    add: Sequence[str] = (),
+    where: Mapping[str, object] | None = None,
+) -> int:
+    """Update ``model``'s rows matched on ``key``; returns the number of rows changed.
+
+    Each row is ``(key value, *fields values, *add values, *unchanged values)``: ``fields``
+    are set, ``add`` columns get the value added, ``unchanged`` columns must still equal the
+    value given (NULL equals NULL), ``where`` columns must equal their constant (None: IS
+    NULL). A row that no longer exists or fails a condition is left alone and not counted.
+    """
+    rows = [list(row) for row in rows]
+    if not rows:
+        return 0
+    meta = model._meta
+    key_field = meta.pk if key == "pk" else meta.get_field(key)
+    set_fields = [meta.get_field(name) for name in fields]
+    add_fields = [meta.get_field(name) for name in add]
+    old_fields = [meta.get_field(name) for name in unchanged]
+    where_fields = [(meta.get_field(name), value) for name, value in (where or {}).items()]
+    width = 1 + len(set_fields) + len(add_fields) + len(old_fields)
+    if any(len(row) != width for row in rows):
+        raise ValueError(f"every row needs {width} values")
+    columns = [key_field, *set_fields, *add_fields, *old_fields]
+    if connection.vendor == "postgresql":
+        return _from_json(model, columns, set_fields, add_fields, old_fields, where_fields, rows)
+    return _each(model, columns, set_fields, add_fields, old_fields, where_fields, rows)
+
+
+def _where_constants(where_fields, table_alias: str) -> tuple[list[str], list]:
+    qn = connection.ops.quote_name
+    sql, params = [], []
+    for field, value in where_fields:
+        column = f"{table_alias}{qn(field.column)}"
+        if value is None:
+            sql.append(f"{column} IS NULL")
+        else:
+            sql.append(f"{column} = %s")
+            params.append(field.get_db_prep_value(value, connection))
+    return sql, params
+
+
+def _from_json(model, columns, set_fields, add_fields, old_fields, where_fields, rows) -> int:
+    qn = connection.ops.quote_name
+    names = [f"c{i}" for i in range(len(columns))]
+    record = ", ".join(
+        f"{name} {_column_type(field)}" for name, field in zip(names, columns, strict=True)
+    )
+    set_names = names[1 : 1 + len(set_fields)]
+    add_names = names[1 + len(set_fields) : 1 + len(set_fields) + len(add_fields)]
+    old_names = names[1 + len(set_fields) + len(add_fields) :]
+    assignments = [f"{qn(f.column)} = v.{n}" for f, n in zip(set_fields, set_names, strict=True)]
+    assignments += [
+        f"{qn(f.column)} = t.{qn(f.column)} + v.{n}"
+        for f, n in zip(add_fields, add_names, strict=True)
+    ]
+    conditions = [f"t.{qn(columns[0].column)} = v.{names[0]}"]
+    conditions += [
+        f"t.{qn(f.column)} IS NOT DISTINCT FROM v.{n}"
+        for f, n in zip(old_fields, old_names, strict=True)
+    ]
+    constants, params = _where_constants(where_fields, "t.")
+    document = json.dumps(
+        [
+            {n: _json_value(f, value) for n, f, value in zip(names, columns, row, strict=True)}
+            for row in rows
+        ],
+        separators=(",", ":"),
+    )
+    sql = (
+        f"UPDATE {qn(model._meta.db_table)} AS t SET {', '.join(assignments)} "
+        f"FROM json_to_recordset(%s::json) AS v({record}) "
+        f"WHERE {' AND '.join(conditions + constants)}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [document, *params])
+        return cursor.rowcount
+
+
+def _column_type(field) -> str:
+    if isinstance(field, models.ForeignKey | models.AutoField):
+        return field.rel_db_type(connection)
+    return field.db_type(connection)
+
+
+def insert_many(model: type[models.Model], fields: Sequence[str], rows: Iterable[Sequence]) -> int:
+    """Insert rows of ``fields`` values (Python values, as the model holds them; a foreign key
+    by its ``*_id`` name) in one statement: ``INSERT ... SELECT ... FROM json_to_recordset``
+    on PostgreSQL, ``executemany`` elsewhere. No defaults are filled in (``auto_now_add``
+    included): give every column the row needs. Returns the number of rows inserted."""
+    rows = [list(row) for row in rows]
+    if not rows:
+        return 0
+    qn = connection.ops.quote_name
+    columns = [model._meta.get_field(name) for name in fields]
+    names = ", ".join(qn(f.column) for f in columns)
+    table = qn(model._meta.db_table)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            record = ", ".join(f"c{i} {_column_type(f)}" for i, f in enumerate(columns))
+            picked = ", ".join(f"v.c{i}" for i in range(len(columns)))
+            document = json.dumps(
+                [
+                    {
+                        f"c{i}": _json_value(f, value)
+                        for i, (f, value) in enumerate(zip(columns, row, strict=True))
+                    }
+                    for row in rows
+                ],
+                separators=(",", ":"),
+            )
+            cursor.execute(
+                f"INSERT INTO {table} ({names}) SELECT {picked} "
+                f"FROM json_to_recordset(%s::json) AS v({record})",
+                [document],
+            )
+        else:
+            marks = ", ".join(["%s"] * len(columns))
+            cursor.executemany(
+                f"INSERT INTO {table} ({names}) VALUES ({marks})",
+                [[_prep(f, value) for f, value in zip(columns, row, strict=True)] for row in rows],
+            )
+        return cursor.rowcount
+
+
+def _json_value(field, value):
+    """``value`` as JSON that PostgreSQL reads back into the field's column type."""
+    if value is None:
+        return None
+    if type(value) in (int, str, bool, float) and not isinstance(field, models.JSONField):
+        return value  # what get_db_prep_value returns for these, unchanged
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.isoformat()  # aware: stored as this instant, as the ORM stores it
+    if isinstance(field, models.JSONField):
+        return value  # nested as JSON: the record's jsonb column takes it as it is
+    if isinstance(field, models.ForeignKey) and isinstance(value, models.Model):
+        value = value.pk
+    value = field.get_db_prep_value(value, connection)
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal | uuid.UUID):
+        return str(value)
+    return value
+
+
+def _each(model, columns, set_fields, add_fields, old_fields, where_fields, rows) -> int:
+    qn = connection.ops.quote_name
+    assignments = [f"{qn(f.column)} = %s" for f in set_fields]
+    assignments += [f"{qn(f.column)} = {qn(f.column)} + %s" for f in add_fields]
+    conditions = [f"{qn(columns[0].column)} = %s"]
+    same = "IS" if connection.vendor == "sqlite" else "IS NOT DISTINCT FROM"  # null-safe
+    conditions += [f"{qn(f.column)} {same} %s" for f in old_fields]
+    constants, params = _where_constants(where_fields, "")
+    sql = (
+        f"UPDATE {qn(model._meta.db_table)} SET {', '.join(assignments)} "
+        f"WHERE {' AND '.join(conditions + constants)}"
+    )
+    changed = len(set_fields) + len(add_fields)
+    ordered = []
+    for row in rows:
+        values = [_prep(field, value) for field, value in zip(columns, row, strict=True)]
+        # SET values, then the key, then the unchanged columns, then the constants.
+        ordered.append([*values[1 : 1 + changed], values[0], *values[1 + changed :], *params])
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, ordered)
+        return cursor.rowcount
+
+
+def _prep(field, value):
+    if isinstance(value, models.Model):
+        value = value.pk
+    return field.get_db_prep_value(value, connection)
