@@ -196,7 +196,7 @@ def charge_running_jobs(now: datetime | None = None) -> int:
         if job.project_id is not None and start is not None and until > start:
             due.append((job, start, until))
     if not due:
-        event(log, "charge", jobs=0, gpu_seconds=0)
+        event(log, "charge", jobs=len(jobs), gpu_seconds=0)
         return 0
     fault_point("charge.job")
     known = pricing.known_places(*{job.cluster_id for job, _, _ in due})
@@ -215,7 +215,7 @@ def charge_running_jobs(now: datetime | None = None) -> int:
         floor.spend(job, cost, start, end)
         planned.append((job, start, end, job.gpus * seconds, gpu_type, cost, entry is not None))
     total = _write_charges(planned)
-    event(log, "charge", jobs=len(planned), gpu_seconds=total)
+    event(log, "charge", jobs=len(jobs), gpu_seconds=total)
     return total
 
 
