@@ -48,16 +48,15 @@ def _same_items(a: tuple, b: tuple) -> bool:
 
 
 class RepeatMemo:
-    __slots__ = ("snap", "now", "signature", "decisions", "budget_hit", "bases")
+    __slots__ = ("snap", "now", "tree", "signature", "decisions", "budget_hit", "bases", "built")
 
     def __init__(self) -> None:
         self.snap: Snapshot | None = None
-
-    def forget(self) -> None:
-        self.snap = None
+        self.built: tuple[Snapshot, FairTree] | None = None
 
     def remember(self, pass_, decisions: Decisions, budget_hit: bool) -> None:
-        """After a pass without details: keep what it read if it decided nothing."""
+        """After a pass without details: keep what it read if it decided nothing. (What it
+        read is worked out only when a later snapshot has the same jobs: ``repeat``.)"""
         snap = pass_.st.snap
         if (
             decisions.starts
@@ -73,14 +72,14 @@ class RepeatMemo:
             self.snap = None
             return
         if self.snap is None or not _same_items(self.snap.pending, snap.pending):
-            bases: dict[str, set[float]] = {}
-            for job, _, base in pass_.context.by_id.values():
-                if job.project:
-                    bases.setdefault(job.project, set()).add(base)
-            self.bases = {p: sorted(b) for p, b in bases.items()}
-        self.snap, self.now = snap, snap.now_s
+            self.bases = None
+        self.snap, self.now, self.tree, self.signature = snap, snap.now_s, pass_.st.tree, None
         self.decisions, self.budget_hit = decisions, budget_hit
-        self.signature = self._signature(snap, pass_.st.tree, pass_.context)
+
+    def tree_of(self, snap: Snapshot) -> FairTree | None:
+        """The tree ``repeat`` built for ``snap``, if it did (the pass need not build it)."""
+        built, self.built = self.built, None
+        return built[1] if built is not None and built[0] is snap else None
 
     def repeat(self, snap: Snapshot, context) -> tuple[Decisions, bool] | None:
         """The last pass's decisions and search-budget flag if ``snap`` provably gets the
@@ -101,7 +100,17 @@ class RepeatMemo:
         t0, t1 = self.now, snap.now_s
         if t1 < t0 or not self._clock_quiet(snap, t0, t1):
             return None
-        if self._signature(snap, FairTree.build(snap.budgets), context) != self.signature:
+        if self.bases is None:  # per project, its waiting jobs' distinct GPUs x protection
+            bases: dict[str, set[float]] = {}
+            for job, _, base in context.by_id.values():
+                if job.project:
+                    bases.setdefault(job.project, set()).add(base)
+            self.bases = {p: sorted(b) for p, b in bases.items()}
+        if self.signature is None:
+            self.signature = self._signature(last, self.tree, context)
+        tree = FairTree.build(snap.budgets)
+        if self._signature(snap, tree, context) != self.signature:
+            self.built = (snap, tree)
             return None
         self.now = t1
         return self.decisions, self.budget_hit

@@ -30,11 +30,12 @@ PRIORITY_LEVELS = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
 
 
 class PassState:
-    def __init__(self, snap: Snapshot):
+    def __init__(self, snap: Snapshot, tree: FairTree | None = None):
         self.snap = snap
         self.now = snap.now_s
         self.policy = snap.policy
-        self.tree = FairTree.build(snap.budgets)
+        # ``tree``: the snapshot's Fair Tree when the caller built it already (pass_repeat)
+        self.tree = FairTree.build(snap.budgets) if tree is None else tree
         # Balances of the nodes the snapshot gives (not of the tree's implicit parents).
         self.remaining = {b.path: b.remaining_gpu_s for b in snap.budgets if b.path}
         self._left: dict[str, float] = {}  # left() per project, until the next spend()
