@@ -60,7 +60,7 @@ class PassState:
             # names, sizes and drain flags are shared between passes (never written)
             pool = Pool(key[0], key[1], names, size, size.copy(), drained, [{} for _ in names])
             self.pools[key] = pool
-            self.node_at.update(zip(names, zip((pool,) * len(names), range(len(names)))))
+            self.node_at.update({name: (pool, i) for i, name in enumerate(names)})
         self.running: dict[str, RunningJob] = {}
         self.interactive_by_user: dict[str, int] = {}
         self.interactive_gpus: dict[str, int] = {}
