@@ -16,7 +16,8 @@ What a pass reads from the continuous inputs, and how the memo checks it:
 1. The clock: a funded run's protection end (``now >= protected_until``: victims, the budget
    floor, drains, release times), a displacement's expiry, a hold that starts now (its start
    moves with the clock), approved reservations' windows. The memo repeats only when none
-   of these comparisons changes its answer between the two times, there is no approved
+   of these comparisons changes its answer between the two times (a protection end that no
+   waiting job could use, ``_idle_ends``, changes nothing), there is no approved
    reservation and no node is drained (``drain_times`` reports the clock itself). A hold's
    later start is compared with ``now + protection`` too (a funded backfill must end before
    it); that turns only from allowed to refused as the clock moves, and after a pass that
@@ -98,7 +99,8 @@ class RepeatMemo:
         ):
             return None
         t0, t1 = self.now, snap.now_s
-        if t1 < t0 or not self._clock_quiet(snap, t0, t1):
+        ended = self._clock_quiet(snap, t0, t1) if t1 >= t0 else None
+        if ended is None:
             return None
         if self.bases is None:  # per project, its waiting jobs' distinct GPUs x protection
             bases: dict[str, set[float]] = {}
@@ -109,26 +111,55 @@ class RepeatMemo:
         if self.signature is None:
             self.signature = self._signature(last, self.tree, context)
         tree = FairTree.build(snap.budgets)
-        if self._signature(snap, tree, context) != self.signature:
+        if self._signature(snap, tree, context) != self.signature or not self._idle_ends(
+            ended, snap, tree, context
+        ):
             self.built = (snap, tree)
             return None
         self.now = t1
         return self.decisions, self.budget_hit
 
-    def _clock_quiet(self, snap: Snapshot, t0: float, t1: float) -> bool:
+    def _clock_quiet(self, snap: Snapshot, t0: float, t1: float) -> list | None:
+        """None if a comparison with the clock changes between ``t0`` and ``t1``, except
+        protection ends: the runs whose protection ended between them (``_idle_ends``)."""
+        ended = []
         for r in snap.running:
             p = r.protected_until_s
             if (t0 >= p) != (t1 >= p):
-                return False
+                ended.append(r)
         until = snap.policy.displacement_memory_s
         for d in snap.displacements:
             if (t0 >= d.at_s + until) != (t1 >= d.at_s + until):
-                return False
+                return None
         # A hold starting now moves with the clock. One starting later keeps its start; as
         # the clock nears it, fewer funded jobs may backfill its nodes (``now + protection
         # > start`` only turns true), which changes nothing after a pass that placed none:
         # ``Pool.find`` on fewer usable nodes finds nothing either, and nothing else reads it.
-        return all(h.start_s > t1 for h in self.decisions.reservations)
+        return ended if all(h.start_s > t1 for h in self.decisions.reservations) else None
+
+    def _idle_ends(self, ended: list, snap: Snapshot, tree: FairTree, context) -> bool:
+        """Whether runs whose protection just ended change nothing yet: no waiting job may
+        preempt them for standing and their budget is not spent. Such a run only joins its
+        node's preemptible candidates, and every reader filters those by the preemptor's
+        rank test first (``_node_victims``; a release time or a blocker in
+        ``earliest_nodes`` is the same for a job that may not preempt it, protected or
+        not); the budget floor would turn it unfunded; the interactive lane may displace
+        any unprotected run, so with a lane no end is idle."""
+        if not ended:
+            return True
+        if any(gpus > 0 for gpus in snap.policy.interactive_pool_gpus.values()):
+            return False
+        remaining = {b.path: b.remaining_gpu_s for b in snap.budgets if b.path}
+        waiting = {p for (p, _), g in context.groups.items() if g.order}
+        below = tree.strictly_below
+        for r in ended:
+            if not r.funded or r.project not in remaining:
+                return False
+            if any(remaining.get(a, 1.0) <= 0 for a in ancestors(r.project)):
+                return False
+            if any(below(r.project, p) for p in waiting):
+                return False
+        return True
 
     def _signature(self, snap: Snapshot, tree: FairTree, context) -> tuple:
         release = snap.policy.displacement_release_lfs
