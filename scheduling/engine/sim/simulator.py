@@ -325,7 +325,10 @@ class Simulator(JobLifecycle, Accounting, ResultReport):
             self.standing.watch(t)
         else:
             self.standing.stop()
-        self.floor.watch(t)  # when a balance runs out, charges stop and a pass follows
+        # when a balance runs out, charges stop and a pass follows; after a pass that changed
+        # nothing, the balances counted before it are those of now (spent and running as then)
+        quiet = not (decisions.starts or decisions.preemptions or decisions.defunded)
+        self.floor.watch(t, remaining=remaining if quiet else None)
         return bool(decisions.starts or decisions.preemptions or new_hold or budget_hit)
 
 
