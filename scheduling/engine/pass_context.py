@@ -25,6 +25,7 @@ from bisect import bisect_left
 from operator import is_
 
 from scheduling.engine.model import PendingJob
+from scheduling.engine.pass_repeat import RepeatMemo
 from scheduling.engine.tree import UNRANKED
 
 
@@ -61,6 +62,7 @@ class PassContext:
         self.last: tuple[PendingJob, ...] = ()  # the last snapshot's pending, as given
         self.groups: dict[tuple[str, str], Group] = {}
         self.by_id: dict[str, tuple[PendingJob, tuple | None, float]] = {}
+        self.repeats = RepeatMemo()  # the last pass that decided nothing (pass_repeat.py)
 
     def queue(self, st) -> tuple[list[PendingJob], list, list[float], list] | None:
         """The snapshot's waiting jobs that are not held, in fair-share order, with each

@@ -62,7 +62,7 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
     def __init__(self, snap: Snapshot, details: bool = True, context: PassContext | None = None):
         self.details = details
         self.context = context  # optional: the queue kept in order between passes
-        self.st = PassState(snap)
+        self.st = PassState(snap, context.repeats.tree_of(snap) if context else None)
         self.fairshare = snap.policy.name == "fairshare"
         self.starts: list[Start] = []
         self.preempts: list[Preempt] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from scheduling.engine.model import Displacement, PendingJob, RunningJob, Snapshot
+from scheduling.engine.model import Displacement, Node, PendingJob, RunningJob, Snapshot
 from scheduling.engine.placement import Pool
 from scheduling.engine.tree import UNRANKED, FairTree, ancestors
 
@@ -29,29 +29,38 @@ def first_difference(a: str, b: str) -> tuple[str, str] | None:
 PRIORITY_LEVELS = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
 
 
+@lru_cache(maxsize=16)
+def _layout(nodes: tuple[Node, ...]) -> dict[tuple[str, str], tuple[list, list, list]]:
+    """Per pool (cluster, GPU type), in pool order: its node names, sizes and drain flags,
+    nodes sorted by name. Cached: a caller passing many snapshots of one cluster (the
+    simulator) gives the same nodes every pass."""
+    out: dict[tuple[str, str], tuple[list, list, list]] = {}
+    for node in sorted(nodes, key=lambda n: n.name):
+        names, size, drained = out.setdefault((node.cluster, node.gpu_type), ([], [], []))
+        names.append(node.name)
+        size.append(node.gpus)
+        drained.append(node.drained)
+    return out
+
+
 class PassState:
-    def __init__(self, snap: Snapshot):
+    def __init__(self, snap: Snapshot, tree: FairTree | None = None):
         self.snap = snap
         self.now = snap.now_s
         self.policy = snap.policy
-        self.tree = FairTree.build(snap.budgets)
+        # ``tree``: the snapshot's Fair Tree when the caller built it already (pass_repeat)
+        self.tree = FairTree.build(snap.budgets) if tree is None else tree
         # Balances of the nodes the snapshot gives (not of the tree's implicit parents).
         self.remaining = {b.path: b.remaining_gpu_s for b in snap.budgets if b.path}
         self._left: dict[str, float] = {}  # left() per project, until the next spend()
         self.chain_balances = snap.chain_balances
         self.pools: dict[tuple[str, str], Pool] = {}
         self.node_at: dict[str, tuple[Pool, int]] = {}
-        for node in sorted(snap.nodes, key=lambda n: n.name):
-            pool = self.pools.get((node.cluster, node.gpu_type))
-            if pool is None:
-                pool = Pool(node.cluster, node.gpu_type, [], [], [], [], [])
-                self.pools[(node.cluster, node.gpu_type)] = pool
-            self.node_at[node.name] = (pool, len(pool.names))
-            pool.names.append(node.name)
-            pool.size.append(node.gpus)
-            pool.free.append(node.gpus)
-            pool.drained.append(node.drained)
-            pool.jobs.append({})
+        for key, (names, size, drained) in _layout(snap.nodes).items():
+            # names, sizes and drain flags are shared between passes (never written)
+            pool = Pool(key[0], key[1], names, size, size.copy(), drained, [{} for _ in names])
+            self.pools[key] = pool
+            self.node_at.update({name: (pool, i) for i, name in enumerate(names)})
         self.running: dict[str, RunningJob] = {}
         self.interactive_by_user: dict[str, int] = {}
         self.interactive_gpus: dict[str, int] = {}

@@ -202,7 +202,9 @@ def _replay_both_ways(monkeypatch, scenario, jobs, policy, until):
 
     def both(snapshot, context=None):
         got = original(snapshot, context)
-        assert decided(got[0]) == decided(original(snapshot, None)[0])
+        plain = original(snapshot, None)
+        assert decided(got[0]) == decided(plain[0])
+        assert got[1] == plain[1]  # stopped at the search budget, or not
         seen.append(got[0])
         return got
 
@@ -224,3 +226,100 @@ def test_every_pass_of_two_saturated_philly_days_decides_the_same_with_its_conte
     jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
     seen = _replay_both_ways(monkeypatch, sc, jobs, "fairshare", 2 * 86400.0)
     assert any(d.preemptions for d in seen) and any(d.reservations for d in seen)
+    # passes answered by the repeat memo (pass_repeat) return the last pass's decisions
+    assert any(a is b for a, b in zip(seen, seen[1:], strict=False))
+
+
+def drift(snapshot, rng: random.Random):
+    """The next pass over the same jobs: only the clock (across protection ends), the
+    windowed usage (ranks and ties among users move) and the balances (liens stop being
+    covered, balances run out) change."""
+    budgets = tuple(
+        replace(
+            b,
+            usage_gpu_s=b.usage_gpu_s + rng.choice([0.0, 0.0, rng.uniform(0, 4e4)]),
+            remaining_gpu_s=b.remaining_gpu_s - rng.choice([0.0, 0.0, rng.uniform(0, 6e4)]),
+        )
+        for b in snapshot.budgets
+    )
+    usage = dict(snapshot.user_usage_gpu_s)
+    for j in snapshot.pending:
+        if rng.random() < 0.05:
+            usage[(j.project, j.user)] = usage.get((j.project, j.user), 0.0) + 3600.0
+    return replace(
+        snapshot,
+        budgets=budgets if rng.random() < 0.4 else snapshot.budgets,
+        user_usage_gpu_s=usage if rng.random() < 0.4 else snapshot.user_usage_gpu_s,
+        now_s=snapshot.now_s + rng.choice([60.0, 300.0, 1800.0, 3600.0]),
+    )
+
+
+def full_snapshot(seed: int, tight: bool, two_pools: bool):
+    """``crowded_snapshot`` with every GPU taken by funded work protected for a while (some
+    protections end within the sequence): passes that decide nothing, until a protection
+    end lets a better-ranked job preempt, or a balance runs out."""
+    snap = crowded_snapshot(seed, tight, two_pools)
+    rng = random.Random(seed)
+    leaves = sorted({b.path for b in snap.budgets if "/" in b.path})
+    used: dict[str, int] = {}
+    for r in snap.running:
+        used[r.nodes[0][0]] = used.get(r.nodes[0][0], 0) + r.gpus
+    running = [
+        replace(
+            r,
+            project=r.project or leaves[0],
+            funded=True,
+            protected_until_s=NOW + rng.choice([1800.0, 5400.0, 36000.0, 36000.0]),
+        )
+        for r in snap.running
+    ]
+    for n in snap.nodes:
+        if used.get(n.name, 0) < n.gpus:
+            gpus = n.gpus - used.get(n.name, 0)
+            running.append(
+                RunningJob(
+                    f"f-{n.name}",
+                    rng.choice(leaves),
+                    "u2",
+                    gpus,
+                    ((n.name, gpus),),
+                    NOW,
+                    NOW + 36000.0,
+                    True,
+                )
+            )
+    return replace(snap, running=tuple(running))
+
+
+def repeats_checked(seed: int, tight: bool, two_pools: bool, moves: int) -> int:
+    """Passes over one set of jobs as the simulator runs them (``_run_pass`` with a context,
+    so the repeat memo answers what it can), each against a full pass; how many the memo
+    answered."""
+    rng = random.Random(moves)
+    snap, context, last, repeated = full_snapshot(seed, tight, two_pools), PassContext(), None, 0
+    for step in range(8):
+        got = simulator._run_pass(snap, context)
+        plain = simulator._run_pass(snap, None)
+        assert decided(got[0]) == decided(plain[0]), f"step {step}"
+        assert got[1] == plain[1], f"step {step}"
+        repeated += got[0] is last
+        last = got[0]
+        snap = drift(snap, rng)
+    return repeated
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10**6),
+    tight=st.booleans(),
+    two_pools=st.booleans(),
+    moves=st.integers(0, 10_000),
+)
+def test_passes_where_only_the_clock_usage_and_balances_move_decide_as_full_passes(
+    seed, tight, two_pools, moves
+):
+    repeats_checked(seed, tight, two_pools, moves)
+
+
+def test_the_repeat_memo_answers_some_of_those_passes():
+    assert sum(repeats_checked(seed, seed % 2 == 0, seed % 3 == 0, seed) for seed in range(12))

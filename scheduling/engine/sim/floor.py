@@ -35,11 +35,12 @@ class BudgetFloor:
         self.sim = sim
         self.token = 0
 
-    def watch(self, t: float, after: bool = False) -> None:
+    def watch(self, t: float, after: bool = False, remaining: dict | None = None) -> None:
         """After a pass: schedule the first moment a balance runs out or falls below a
-        waiting job's lien (``after``: strictly later than ``t``), if any."""
+        waiting job's lien (``after``: strictly later than ``t``), if any. ``remaining``:
+        ``sim.remaining(t)`` if the caller has it for the present state (not recomputed)."""
         self.token += 1
-        when = self._first_crossing(t)
+        when = self._first_crossing(t, remaining)
         if when < math.inf and (when > t or not after):
             self.sim._push(when, FLOOR_KIND, self.token)
 
@@ -49,7 +50,7 @@ class BudgetFloor:
         simulator as jobs enter and leave the queue (``LienTargets``)."""
         return self.sim.lien_targets.sorted()
 
-    def _first_crossing(self, t: float) -> float:
+    def _first_crossing(self, t: float, remaining: dict | None = None) -> float:
         sim = self.sim
         drains: dict[str, list[tuple[float, float]]] = {}  # node -> (from when, rate)
         for r in sim.running.values():
@@ -60,7 +61,8 @@ class BudgetFloor:
                 drains.setdefault(anc, []).append((max(t, r.protected_until_s), rate))
         if not drains:
             return math.inf
-        remaining = sim.remaining(t)
+        if remaining is None:
+            remaining = sim.remaining(t)
         targets = self._targets()
         first = math.inf
         for node, parts in drains.items():

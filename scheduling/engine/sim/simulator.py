@@ -325,7 +325,10 @@ class Simulator(JobLifecycle, Accounting, ResultReport):
             self.standing.watch(t)
         else:
             self.standing.stop()
-        self.floor.watch(t)  # when a balance runs out, charges stop and a pass follows
+        # when a balance runs out, charges stop and a pass follows; after a pass that changed
+        # nothing, the balances counted before it are those of now (spent and running as then)
+        quiet = not (decisions.starts or decisions.preemptions or decisions.defunded)
+        self.floor.watch(t, remaining=remaining if quiet else None)
         return bool(decisions.starts or decisions.preemptions or new_hold or budget_hit)
 
 
@@ -336,7 +339,13 @@ def _ancestors(path: str) -> tuple[str, ...]:
 
 def _run_pass(snapshot: Snapshot, context: PassContext) -> tuple[Decisions, bool]:
     """``passes.run_pass`` without details, also telling whether the pass stopped searching
-    for victims in some pool because it reached ``MAX_VICTIM_SEARCHES_PER_POOL``."""
+    for victims in some pool because it reached ``MAX_VICTIM_SEARCHES_PER_POOL``. With a
+    context, a pass that provably repeats the last one, which decided nothing, is answered
+    from it (``pass_repeat.RepeatMemo``) without running again."""
+    if context is not None:
+        same = context.repeats.repeat(snapshot, context)
+        if same is not None:
+            return same
     enabled = gc.isenabled()
     gc.disable()  # as run_pass does: a pass makes no reference cycles
     try:
@@ -345,7 +354,10 @@ def _run_pass(snapshot: Snapshot, context: PassContext) -> tuple[Decisions, bool
     finally:
         if enabled:
             gc.enable()
-    return decisions, any(n >= MAX_VICTIM_SEARCHES_PER_POOL for n in p.searches.values())
+    budget_hit = any(n >= MAX_VICTIM_SEARCHES_PER_POOL for n in p.searches.values())
+    if context is not None:
+        context.repeats.remember(p, decisions, budget_hit)
+    return decisions, budget_hit
 
 
 def simulate(
