@@ -20,3 +20,8 @@ def use_allot_logging(**kwargs):
 
     logging.config.dictConfig(settings.LOGGING)
     logging.captureWarnings(True)  # Celery's start-up warnings too, as log records
+    # A worker's or beat's own --loglevel (Celery's default: WARNING) still sets how much it
+    # says, as in any Celery app; LOG_LEVEL sets the web's.
+    level = kwargs.get("loglevel") or (kwargs.get("options") or {}).get("loglevel")
+    if level:
+        logging.getLogger().setLevel(level if isinstance(level, int) else str(level).upper())
