@@ -123,6 +123,18 @@ def _real_end(job: Job, remote: RemoteJob | None) -> datetime:
     return now
 
 
+def _last_seen_running(job: Job) -> datetime:
+    """A lost attempt's end is unknown (the backend no longer knows it: it forgot a finished
+    job while it could not be asked, or lost it): it ran at least until the backend last
+    confirmed what runs, the cluster's last successful sync before this one, and Allot counts
+    its charges and its progress no further. Never before it started; now on a cluster
+    never synced."""
+    now, seen = timezone.now(), job.cluster.last_sync_at
+    if seen is None:
+        return now
+    return max(min(now, seen), job.started_at or seen)
+
+
 def _confirm_start(job: Job, remote: RemoteJob) -> None:
     if remote.started_at is not None:
         accounting.confirm_start(job, datetime.fromtimestamp(remote.started_at, tz=UTC))
@@ -139,7 +151,7 @@ def _lose(job_id: int, attempt_key: str, why: str, remote: RemoteJob | None = No
         return False
     if remote is not None:
         _confirm_start(job, remote)
-    now = _real_end(job, remote)
+    now = _real_end(job, remote) if remote is not None else _last_seen_running(job)
     accounting.close_run(job, now)
     transition(job, Job.State.PREEMPTED, now, why, ended_at=now, explanation={})
     transition(

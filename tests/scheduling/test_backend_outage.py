@@ -92,3 +92,41 @@ def test_dispatch_during_an_outage_retries_with_backoff(researcher, cluster, mon
         dispatch.start_on_backend(job.pk, job.attempt_key)
     job.refresh_from_db()
     assert job.state == Job.State.RUNNING and not job.dispatched
+
+
+def test_an_attempt_the_backend_forgot_during_an_outage_counts_only_what_was_confirmed(
+    researcher, cluster, frozen, run_pass
+):
+    """The job finished during a three-hour outage and the backend forgot it an hour later
+    (as Slurm forgets finished jobs past MinJobAge): its end is unknown. Allot closes the lost
+    attempt where the backend last confirmed it running, for its charges and for the progress
+    a resumable job keeps, not at the moment it noticed (which counted a 30-minute job as
+    three hours done)."""
+    job = submit_job(
+        researcher,
+        JobRequest(
+            name="t",
+            project="nlp/olmo",
+            cluster="jupiter",
+            gpus=2,
+            min_runtime_s=600,
+            sim_duration_s=1800,
+            resumable=True,
+        ),
+    )
+    run_pass(cluster)
+    backend = dispatch.backend_for(cluster)
+    frozen.shift(dt.timedelta(seconds=300))
+    assert sync_cluster(cluster.pk) is not None  # confirmed running 5 minutes in
+    backend.set_outage(True)
+    frozen.shift(dt.timedelta(hours=3))
+    charge_running_jobs()
+    backend.set_outage(False)
+    report = sync_cluster(cluster.pk)
+    job.refresh_from_db()
+    assert report.lost == [job.pk]
+    assert job.state == Job.State.PENDING  # requeued to finish its work
+    assert job.run_seconds_done == 300
+    charged = UsageEntry.objects.filter(job_ref=job.pk).values_list("gpu_seconds", flat=True)
+    assert sum(charged) == 2 * 300
+    assert job.events.get(kind="preempted").at == T0 + dt.timedelta(seconds=300)
