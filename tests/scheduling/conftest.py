@@ -74,3 +74,23 @@ def optimistic(django_capture_on_commit_callbacks):
             return passes.run_pass_optimistic(cluster.pk)
 
     return run
+
+
+def submit_many(user, cluster, count, gpus=1, min_runtime_s=3600, sim_duration_s=7200):
+    """``count`` funded jobs of ``gpus`` each for nlp/olmo on ``cluster``, in submit order."""
+    from scheduling.services import JobRequest, submit_job
+
+    return [
+        submit_job(
+            user,
+            JobRequest(
+                name=f"t{index}",
+                project="nlp/olmo",
+                cluster=cluster.name,
+                gpus=gpus,
+                min_runtime_s=min_runtime_s,
+                sim_duration_s=sim_duration_s,
+            ),
+        )
+        for index in range(count)
+    ]

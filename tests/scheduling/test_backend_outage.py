@@ -15,6 +15,15 @@ from scheduling.tasks import dispatch_start
 T0 = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.UTC)
 
 
+def _two_gpus_for_half_an_hour(user, **kw):
+    return submit_job(
+        user,
+        JobRequest(
+            name="t", project="nlp/olmo", cluster="jupiter", gpus=2, sim_duration_s=1800, **kw
+        ),
+    )
+
+
 @pytest.fixture
 def frozen():
     with time_machine.travel(T0, tick=False) as traveller:
@@ -27,17 +36,7 @@ def test_an_outage_is_recorded_and_a_job_that_finished_meanwhile_is_charged_to_i
     """The charging task keeps running every minute through a 40-minute outage, as Beat runs
     it; the job ended 30 minutes in. Charging goes no further than the backend last confirmed
     (its last sync), and reconcile charges the rest up to the real end when it learns it."""
-    job = submit_job(
-        researcher,
-        JobRequest(
-            name="t",
-            project="nlp/olmo",
-            cluster="jupiter",
-            gpus=2,
-            min_runtime_s=3600,
-            sim_duration_s=1800,
-        ),
-    )
+    job = _two_gpus_for_half_an_hour(researcher, min_runtime_s=3600)
     run_pass(cluster)
     backend = dispatch.backend_for(cluster)
     frozen.shift(dt.timedelta(seconds=300))
@@ -102,18 +101,7 @@ def test_an_attempt_the_backend_forgot_during_an_outage_counts_only_what_was_con
     attempt where the backend last confirmed it running, for its charges and for the progress
     a resumable job keeps, not at the moment it noticed (which counted a 30-minute job as
     three hours done)."""
-    job = submit_job(
-        researcher,
-        JobRequest(
-            name="t",
-            project="nlp/olmo",
-            cluster="jupiter",
-            gpus=2,
-            min_runtime_s=600,
-            sim_duration_s=1800,
-            resumable=True,
-        ),
-    )
+    job = _two_gpus_for_half_an_hour(researcher, min_runtime_s=600, resumable=True)
     run_pass(cluster)
     backend = dispatch.backend_for(cluster)
     frozen.shift(dt.timedelta(seconds=300))

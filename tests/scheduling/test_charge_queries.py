@@ -12,8 +12,7 @@ from budgets.models import Lien, UsageEntry
 from scheduling import passes
 from scheduling.accounting import charge_running_jobs
 from scheduling.models import Job
-from scheduling.services import JobRequest, submit_job
-from tests.scheduling.conftest import make_cluster
+from tests.scheduling.conftest import make_cluster, submit_many
 
 T0 = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.UTC)
 
@@ -25,20 +24,7 @@ def clock():
 
 
 def start_jobs(user, cluster, count, gpus) -> list[Job]:
-    jobs = [
-        submit_job(
-            user,
-            JobRequest(
-                name=f"t{index}",
-                project="nlp/olmo",
-                cluster=cluster.name,
-                gpus=gpus,
-                min_runtime_s=1800,
-                sim_duration_s=36000,
-            ),
-        )
-        for index in range(count)
-    ]
+    jobs = submit_many(user, cluster, count, gpus, min_runtime_s=1800, sim_duration_s=36000)
     passes.run_pass(cluster.pk)
     started = list(Job.objects.filter(pk__in=[j.pk for j in jobs], state="running"))
     assert len(started) == count

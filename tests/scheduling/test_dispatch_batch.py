@@ -6,25 +6,8 @@ from django.test.utils import CaptureQueriesContext
 from scheduling import dispatch, enqueue
 from scheduling.backends.base import BackendUnavailable
 from scheduling.models import Job, JobEvent
-from scheduling.services import JobRequest, submit_job
 from tests.scheduling.conftest import make_cluster
-
-
-def backlog(user, cluster, count, gpus=1):
-    return [
-        submit_job(
-            user,
-            JobRequest(
-                name=f"t{index}",
-                project="nlp/olmo",
-                cluster=cluster.name,
-                gpus=gpus,
-                min_runtime_s=3600,
-                sim_duration_s=7200,
-            ),
-        )
-        for index in range(count)
-    ]
+from tests.scheduling.conftest import submit_many as backlog
 
 
 def test_a_pass_sends_its_starts_in_one_message_and_every_one_is_launched(

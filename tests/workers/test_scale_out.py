@@ -11,12 +11,12 @@ import pytest
 from django.db import connection, transaction
 
 from budgets.models import BudgetNode
-from portal.celery import app as celery_app
 from scheduling import tasks
 from scheduling.models import Job, JobEvent
 from scheduling.services import JobRequest, submit_job
 from tests.conftest import service_missing
 from tests.scheduling.conftest import make_cluster
+from tests.workers.test_real_worker import _send, _wait_for
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
@@ -73,20 +73,6 @@ def two_workers(redis_url, tmp_path):
             process.kill()
 
 
-def send(task, args, queue, redis_url):
-    with celery_app.connection_for_write(redis_url) as conn:
-        task.apply_async(args=args, queue=queue, connection=conn)
-
-
-def wait_for(predicate, timeout=60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.3)
-    return False
-
-
 def running_and_dispatched(job) -> bool:
     job.refresh_from_db()
     return job.state == Job.State.RUNNING and job.dispatched
@@ -111,16 +97,16 @@ def test_two_workers_schedule_two_clusters_in_parallel_and_start_each_job_once(
     # stops there with its worker; beta's start needs no funds.
     with transaction.atomic():
         BudgetNode.objects.select_for_update().get(pk=budget_tree.root.pk)
-        send(tasks.schedule_cluster, [alpha], two_workers, redis_url)
+        _send(tasks.schedule_cluster, [alpha], two_workers, redis_url)
         time.sleep(1.0)  # let one worker take alpha's pass and block in it
         for _ in range(3):  # and the same cluster's pass twice more: at most one may run
-            send(tasks.schedule_cluster, [beta], two_workers, redis_url)
+            _send(tasks.schedule_cluster, [beta], two_workers, redis_url)
         # beta is scheduled and dispatched by the other worker while alpha's pass waits.
-        assert wait_for(lambda: running_and_dispatched(free)), free.state
+        assert _wait_for(lambda: running_and_dispatched(free)), free.state
         funded.refresh_from_db()
         assert funded.state == Job.State.PENDING
     # The lock released, alpha's pass goes on.
-    assert wait_for(lambda: running_and_dispatched(funded)), funded.state
+    assert _wait_for(lambda: running_and_dispatched(funded)), funded.state
 
     for job in (funded, free):
         job.refresh_from_db()
