@@ -355,8 +355,10 @@ def confirm_start(job: Job, started: datetime) -> None:
         return  # the same start (the dispatch's own delay is not worth a ledger row)
     delta = started - job.started_at
     charged_to = job.last_charged_at
-    charged = job.funded and charged_to is not None and charged_to > job.started_at
-    regrid = charged and delta % timedelta(seconds=1) != timedelta(0)
+    # Charged while funded: a job defunded since keeps the charges it had (to its funding's
+    # end), and those before the real start go back too.
+    charged = charged_to is not None and charged_to > job.started_at
+    regrid = charged and job.funded and delta % timedelta(seconds=1) != timedelta(0)
     if regrid:
         ledger.reverse_usage_since(job.pk, job.started_at)
     elif charged:
@@ -366,6 +368,8 @@ def confirm_start(job: Job, started: datetime) -> None:
         "last_charged_at": started if regrid else max(charged_to or started, started),
         "protected_until": job.protected_until + delta if job.protected_until else None,
     }
+    if job.funding_ended_at is not None and job.funding_ended_at < started:
+        fields["funding_ended_at"] = started  # its funding ran out before it really started
     Job.objects.filter(pk=job.pk).update(**fields)
     for name, value in fields.items():
         setattr(job, name, value)

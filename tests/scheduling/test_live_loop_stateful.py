@@ -455,6 +455,7 @@ class LiveLoop(RuleBasedStateMachine):
         self.traveller.shift(dt.timedelta(seconds=max(0.0, at - self._now())))
         if seen_completing:
             sync_cluster(self.cluster.pk)  # within the lag the job is confirmed "running"
+            self._observe()  # an attempt this sync closed is seen closed before any restart
             self._charge()  # ... so it is charged past its real end
         node = Node.objects.get(cluster=self.cluster, name=job.nodes[0][0])
         set_node_drain(self.admin, node.pk, True, "repair")
