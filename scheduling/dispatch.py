@@ -167,7 +167,9 @@ def stop_on_backend(job_id: int, attempt_key: str, cancel: bool = False) -> None
     remote = _find_remote(backend, attempt_key)
     if remote is not None:
         settle_stopped_attempt(job.pk, remote)
-    if job.attempt_key == attempt_key:
+    if remote is not None and remote.state in ENDED_ON_ITS_OWN:
+        external = ""  # nothing left to stop there
+    elif job.attempt_key == attempt_key:
         external = job.external_id or (remote.external_id if remote else "")
     else:  # a late stop (a redelivered task): the job's external id is a newer attempt's
         external = remote.external_id if remote else ""
@@ -218,7 +220,8 @@ def settle_stopped_attempt(job_id: int, remote: RemoteJob) -> int:
     """The backend reports that an attempt Allot preempted or cancelled had finished on its
     own, at ``remote.ended_at``: give back what was charged beyond that real end
     (``accounting.settle_late_end``; once only), while the job's current attempt is that one
-    (preempted, cancelled, or requeued and not restarted). An earlier attempt of a job
+    (preempted, cancelled, or requeued and not restarted); a preempted one then ends as the
+    backend says instead of running again (``_close_stopped``). An earlier attempt of a job
     restarted since is settled up to the newer attempt's start, whose charges are not its
     own (``accounting.settle_earlier_attempt``). Returns the cost-GPU-seconds given back."""
     from scheduling import accounting
@@ -236,7 +239,39 @@ def settle_stopped_attempt(job_id: int, remote: RemoteJob) -> int:
     stopped = (Job.State.PREEMPTED, Job.State.CANCELLED, Job.State.PENDING)
     if job.state not in stopped:
         return 0
-    return accounting.settle_late_end(job, ended)
+    stopped_at = job.ended_at
+    given = accounting.settle_late_end(job, ended)
+    if job.state != Job.State.CANCELLED and stopped_at is not None and ended <= stopped_at:
+        _close_stopped(job, remote, ended, stopped_at)
+    return given
+
+
+def _close_stopped(job: Job, remote: RemoteJob, ended: datetime, stopped_at: datetime) -> None:
+    """A preempted attempt whose work had already ended on its own before Allot's stop (during
+    an outage, or while Slurm still showed it COMPLETING) is not requeued to run again: the
+    job ends as the backend says (completed, or failed with its exit code) at that real end,
+    and a resumable job's progress counts only to it. The caller holds the row."""
+    from scheduling.transitions import transition
+
+    done = job.run_seconds_done
+    if job.resumable and job.started_at is not None:
+        done = max(0, done - int((stopped_at - max(ended, job.started_at)).total_seconds()))
+    ok = remote.state == RemoteState.COMPLETED
+    transition(
+        job,
+        Job.State.COMPLETED if ok else Job.State.FAILED,
+        ended,
+        "its work had already finished on the cluster before Allot preempted it: not run again"
+        if ok
+        else f"it had already failed on the cluster (exit {remote.exit_code}) before Allot "
+        "preempted it: not run again",
+        ended_at=ended,
+        exit_code=remote.exit_code,
+        run_seconds_done=done,
+        pending_code="",
+        pending_message="",
+        explanation={},
+    )
 
 
 def attempt_of(attempt_key: str, job_id: int) -> int | None:

@@ -72,14 +72,15 @@ def _settle_stopped(remote_jobs: list[RemoteJob], live_keys: set[str], report) -
     if not ended:
         return
     stopped = Job.objects.filter(
-        attempt_key__in=ended,
-        state__in=[Job.State.CANCELLED, Job.State.PENDING],
-        last_charged_at__isnull=False,
-    ).values_list("pk", "attempt_key", "last_charged_at")
-    for pk, key, charged_to in stopped:
-        if datetime.fromtimestamp(ended[key].ended_at, tz=UTC) < charged_to:
-            if settle_stopped_attempt(pk, ended[key]):
-                report.settled.append(pk)
+        attempt_key__in=ended, state__in=[Job.State.CANCELLED, Job.State.PENDING]
+    ).values_list("pk", "attempt_key", "state", "last_charged_at", "ended_at")
+    for pk, key, state, charged_to, stopped_at in stopped:
+        real_end = datetime.fromtimestamp(ended[key].ended_at, tz=UTC)
+        # charged beyond its real end, or requeued though its work was done (not run again)
+        overcharged = charged_to is not None and real_end < charged_to
+        done = state == Job.State.PENDING and stopped_at is not None and real_end <= stopped_at
+        if (overcharged or done) and settle_stopped_attempt(pk, ended[key]):
+            report.settled.append(pk)
     # Attempts Allot stopped while they still showed running (Slurm's COMPLETING) and whose
     # job a pass has restarted since: settled up to the newer attempt's start. Rare, and
     # found with one more query (a job's attempt number against the one in the key).

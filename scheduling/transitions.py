@@ -2,6 +2,8 @@
 
 pending → running → completed | failed
 running → preempted → pending        (requeue keeps the original submit time)
+preempted | pending → completed | failed  (the backend says the stopped attempt's work had
+                                           already ended on its own: it is not run again)
 pending | running | preempted → cancelled
 """
 
@@ -13,9 +15,9 @@ from scheduling.models import Job, JobEvent
 
 S = Job.State
 ALLOWED: dict[str, set[str]] = {
-    S.PENDING: {S.RUNNING, S.CANCELLED},
+    S.PENDING: {S.RUNNING, S.CANCELLED, S.COMPLETED, S.FAILED},
     S.RUNNING: {S.COMPLETED, S.FAILED, S.PREEMPTED, S.CANCELLED},
-    S.PREEMPTED: {S.PENDING, S.CANCELLED},
+    S.PREEMPTED: {S.PENDING, S.CANCELLED, S.COMPLETED, S.FAILED},
     S.COMPLETED: set(),
     S.FAILED: set(),
     S.CANCELLED: set(),

@@ -11,7 +11,8 @@ the job really used, and each is given back by reversal rows when the truth arri
    reconcile sent it again; Slurm queued it): charges before the real start go back;
 4. Allot preempts or cancels a job whose work had already ended on the backend (during an
    outage, or while Slurm still showed it COMPLETING): it is charged to Allot's stop, and when
-   reconcile or the stop task learns the real end, what lies beyond it goes back, once.
+   reconcile or the stop task learns the real end, what lies beyond it goes back, once; a
+   preempted job then ends as the backend says instead of running again.
 """
 
 import datetime as dt
@@ -261,7 +262,12 @@ def test_a_job_preempted_after_its_work_ended_in_an_outage_is_charged_to_its_rea
     else:
         dispatch.stop_on_backend(job.pk, key)
     _charged_to_the_real_end(job)
-    assert job.state == Job.State.PENDING  # requeued as before
+    # its work was done: it ends completed there, and is not requeued to run again
+    assert (job.state, job.ended_at, job.exit_code) == (Job.State.COMPLETED, T0 + 1800 * S, 0)
+    assert job.run_seconds_done == 1800  # its progress counts to the real end, not the stop
+    passes.run_pass(cluster.pk)
+    job.refresh_from_db()
+    assert job.state == Job.State.COMPLETED and job.attempt == 1
 
     rows = len(_ledger(job))
     assert sync_cluster(cluster.pk).settled == []
@@ -348,3 +354,43 @@ def test_an_earlier_attempt_restarted_before_its_real_end_was_heard_is_charged_t
     dispatch.stop_on_backend(job.pk, first_key)  # a redelivered stop of the first attempt
     assert len(_ledger(job)) == rows
     assert job.events.filter(kind="charges_settled").count() == 1
+
+
+@pytest.mark.parametrize("resumable", [True, False])
+def test_a_job_preempted_while_still_completing_ends_there_instead_of_running_again(
+    researcher, cluster_admin, cluster, frozen, run_pass, completing, resumable
+):
+    """Slurm shows the job COMPLETING when Allot preempts it: the stop task finds it
+    "running" and requeues it. When reconcile hears that its work had finished at 1800 s,
+    before a pass restarted it, the job ends completed there: charged to its real end, its
+    progress counted to it, and no pass runs it again."""
+    job = submit_job(
+        researcher,
+        JobRequest(
+            name="t", project="nlp/olmo", cluster="jupiter", gpus=2, min_runtime_s=600,
+            resumable=resumable, sim_duration_s=1800,
+        ),
+    )  # fmt: skip
+    run_pass(cluster)
+    frozen.shift(2100 * S)  # its work ended at 1800 s; the backend still says running
+    assert sync_cluster(cluster.pk).finished == []
+    job.refresh_from_db()
+    node = cluster.nodes.get(name=job.nodes[0][0])
+    set_node_drain(cluster_admin, node.pk, True, "repair")
+    passes.run_pass(cluster.pk)  # preempted; the stop task found it running and requeued it
+    dispatch.stop_on_backend(job.pk, job.attempt_key)
+    job.refresh_from_db()
+    assert job.state == Job.State.PENDING
+    assert job.run_seconds_done == (2100 if resumable else 0)
+
+    frozen.shift(600 * S)  # past the lag, before any pass: the backend reports the real end
+    assert sync_cluster(cluster.pk).settled == [job.pk]
+    _charged_to_the_real_end(job)
+    assert (job.state, job.ended_at, job.exit_code) == (Job.State.COMPLETED, T0 + 1800 * S, 0)
+    assert job.run_seconds_done == (1800 if resumable else 0)
+    assert "not run again" in job.events.get(kind=Job.State.COMPLETED).message
+    set_node_drain(cluster_admin, node.pk, False, "")
+    passes.run_pass(cluster.pk)
+    job.refresh_from_db()
+    assert (job.state, job.attempt) == (Job.State.COMPLETED, 1)
+    assert Lien.objects.filter(job_ref=job.pk, released_at__isnull=True).count() == 0
