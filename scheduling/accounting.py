@@ -341,7 +341,8 @@ def defund(job: Job, now: datetime, path: str) -> None:
 
 def confirm_start(job: Job, started: datetime) -> None:
     """The backend reports when the attempt really started (later than the pass decided):
-    protection and charges count from then. The caller holds the job row.
+    protection and charges count from then, and the lien holds no more than the protection
+    still needs from there. The caller holds the job row.
 
     Charges are whole seconds counted from where charging starts, so the attempt's charges
     so far lie on the grid of the pass's start. When the real start is a whole number of
@@ -375,6 +376,11 @@ def confirm_start(job: Job, started: datetime) -> None:
         setattr(job, name, value)
     if regrid and charged_to > started:
         _charge_until(job, charged_to)  # what was charged after the real start, on its grid
+    if job.funded and job.protected_until is not None:
+        # The lien holds what the protection still needs from the real start: what was held
+        # for seconds now given back (an extension that ended while the start was unknown)
+        # goes back to the budget.
+        shrink_protection_lien(job, job.protected_until)
 
 
 def settle_late_end(job: Job, ended: datetime) -> int:
