@@ -34,6 +34,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from scheduling import signals
 from scheduling.models import Cluster, Job, JobEvent
 from scheduling.reports import IDLE_AFTER
 
@@ -168,11 +169,8 @@ def tell_owner(job: Job, utilization: float, since: datetime, now: datetime) -> 
 
     message = idle_sentence(job, utilization, since, now, job.gpus * cost_factor(job))
     JobEvent.objects.create(job=job, at=now, kind="idle", message=message[:400])
-    # In-app notifications live with the exceptions inbox (its badge counts the unread ones);
-    # a notification there needs no request. Imported here: scheduling sits below exceptions.
-    from exceptions.models import Notification
-
-    Notification.objects.create(user=job.owner, event="idle job", message=message, created_at=now)
+    # In-app notifications live with the exceptions inbox, an app above this one: it listens.
+    signals.job_idle.send(sender=Job, job=job, message=message, at=now)
     if job.owner.email:
         link = settings.ALLOT_BASE_URL.rstrip("/") + reverse("job-explain", args=[job.pk])
         body = f"{message}\n\nFree its GPUs if it is not working: {link}\n"
