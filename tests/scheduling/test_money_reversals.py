@@ -295,6 +295,27 @@ def test_a_job_cancelled_while_still_completing_is_charged_to_its_real_end(
     assert sync_cluster(cluster.pk).settled == []
 
 
+def _completing_when_drained(researcher, cluster_admin, cluster, frozen, run_pass, resumable=False):
+    """A 2-GPU job (protected 600 s) whose work ended at 1800 s, still reported running
+    (COMPLETING) and charged to 2100 s when its node is drained; the pass that preempts it
+    is the caller's."""
+    job = submit_job(
+        researcher,
+        JobRequest(
+            name="t", project="nlp/olmo", cluster="jupiter", gpus=2, min_runtime_s=600,
+            resumable=resumable, sim_duration_s=1800,
+        ),
+    )  # fmt: skip
+    run_pass(cluster)
+    frozen.shift(2100 * S)
+    assert sync_cluster(cluster.pk).finished == []
+    charge_running_jobs()
+    job.refresh_from_db()
+    node = cluster.nodes.get(name=job.nodes[0][0])
+    set_node_drain(cluster_admin, node.pk, True, "repair")
+    return job, node
+
+
 def test_an_earlier_attempt_restarted_before_its_real_end_was_heard_is_charged_to_that_end(
     researcher, cluster_admin, cluster, frozen, run_pass, completing
 ):
@@ -303,21 +324,8 @@ def test_an_earlier_attempt_restarted_before_its_real_end_was_heard_is_charged_t
     reports the first attempt's real end. When it does, that attempt's charges beyond its end
     go back, bounded at the new attempt's start: the new attempt's charges and lien are its
     own."""
-    job = submit_job(
-        researcher,
-        JobRequest(
-            name="t", project="nlp/olmo", cluster="jupiter", gpus=2, min_runtime_s=600,
-            resumable=False, sim_duration_s=1800,
-        ),
-    )  # fmt: skip
-    run_pass(cluster)
-    frozen.shift(2100 * S)  # its work ended at 1800 s; the backend still says running
-    assert sync_cluster(cluster.pk).finished == []
-    charge_running_jobs()
-    job.refresh_from_db()
+    job, node = _completing_when_drained(researcher, cluster_admin, cluster, frozen, run_pass)
     first_key = job.attempt_key
-    node = cluster.nodes.get(name=job.nodes[0][0])
-    set_node_drain(cluster_admin, node.pk, True, "repair")
     run_pass(cluster)  # preempted (past its protection); the stop task runs after commit
     job.refresh_from_db()
     assert job.state == Job.State.PENDING  # the stop found it "running" and requeued it
@@ -364,19 +372,9 @@ def test_a_job_preempted_while_still_completing_ends_there_instead_of_running_ag
     "running" and requeues it. When reconcile hears that its work had finished at 1800 s,
     before a pass restarted it, the job ends completed there: charged to its real end, its
     progress counted to it, and no pass runs it again."""
-    job = submit_job(
-        researcher,
-        JobRequest(
-            name="t", project="nlp/olmo", cluster="jupiter", gpus=2, min_runtime_s=600,
-            resumable=resumable, sim_duration_s=1800,
-        ),
-    )  # fmt: skip
-    run_pass(cluster)
-    frozen.shift(2100 * S)  # its work ended at 1800 s; the backend still says running
-    assert sync_cluster(cluster.pk).finished == []
-    job.refresh_from_db()
-    node = cluster.nodes.get(name=job.nodes[0][0])
-    set_node_drain(cluster_admin, node.pk, True, "repair")
+    job, node = _completing_when_drained(
+        researcher, cluster_admin, cluster, frozen, run_pass, resumable=resumable
+    )
     passes.run_pass(cluster.pk)  # preempted; the stop task found it running and requeued it
     dispatch.stop_on_backend(job.pk, job.attempt_key)
     job.refresh_from_db()
