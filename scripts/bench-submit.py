@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Submissions a second through the API (issue 12, point 3): N clients, each with its own token,
+post valid jobs to /api/v1/jobs/ as fast as the server answers, for S seconds.
+
+    scripts/bench-submit.py --url http://127.0.0.1:8000 [--clients 20] [--seconds 20]
+                            [--rounds 3] [--json out.json]
+
+Point it at a seeded Allot (`manage.py seed_demo`), served the way it runs for real: gunicorn
+on PostgreSQL (docs/performance.md shows the command). Each round prints one JSON line: jobs
+accepted a second, errors (anything but 201), and latency percentiles; the last line is the
+median round. Only ever point it at 127.0.0.1: it writes thousands of jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import threading
+import time
+
+import requests
+
+FIRST = ("ada", "ben", "chen", "dara", "eli", "farah", "gus", "hana", "ivo", "jun")
+RESEARCHERS = [f"{f}.{last}" for last in ("okafor", "lindqvist", "moreau") for f in FIRST]
+
+
+def token_session(base: str, username: str, password: str) -> requests.Session:
+    session = requests.Session()
+    answer = session.post(
+        f"{base}/api/v1/auth/token/", json={"username": username, "password": password}, timeout=30
+    )
+    answer.raise_for_status()
+    session.headers["Authorization"] = f"Token {answer.json()['token']}"
+    return session
+
+
+def a_project(session: requests.Session, base: str) -> str:
+    """One project the user may charge (the first their roles reach)."""
+    nodes = session.get(f"{base}/api/v1/budgets/?limit=200", timeout=30).json()
+    rows = nodes["results"] if isinstance(nodes, dict) else nodes
+    return next((row["path"] for row in rows if row["path"].count("/") == 1), "")
+
+
+def client(session, base, job, deadline, out: list, errors: list) -> None:
+    while time.monotonic() < deadline:
+        began = time.monotonic()
+        try:
+            answer = session.post(f"{base}/api/v1/jobs/", json=job, timeout=60)
+        except requests.RequestException as exc:
+            errors.append(str(exc))
+            continue
+        if answer.status_code == 201:
+            out.append(time.monotonic() - began)
+        else:
+            errors.append(f"{answer.status_code} {answer.text[:200]}")
+
+
+def one_round(sessions, base: str, seconds: float) -> dict:
+    latencies: list[float] = []
+    errors: list[str] = []
+    deadline = time.monotonic() + seconds
+    threads = [
+        threading.Thread(target=client, args=(s, base, job, deadline, latencies, errors))
+        for s, job in sessions
+    ]
+    began = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - began
+    latencies.sort()
+
+    def pct(p):
+        return round(latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000, 1)
+
+    return {
+        "jobs_per_s": round(len(latencies) / elapsed, 1),
+        "accepted": len(latencies),
+        "errors": len(errors),
+        "first_error": errors[0] if errors else None,
+        "p50_ms": pct(0.50) if latencies else None,
+        "p95_ms": pct(0.95) if latencies else None,
+        "clients": len(sessions),
+        "seconds": round(elapsed, 1),
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default="http://127.0.0.1:8000")
+    parser.add_argument("--password", default="demo")
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cluster", default="jupiter")
+    parser.add_argument("--json")
+    args = parser.parse_args(argv)
+    base = args.url.rstrip("/")
+    sessions = []
+    for i in range(args.clients):
+        username = RESEARCHERS[i % len(RESEARCHERS)]
+        session = token_session(base, username, args.password)
+        job = {
+            "name": f"bench-{i}", "project": a_project(session, base), "cluster": args.cluster,
+            "gpus": 1, "min_runtime_s": 600, "resumable": True, "kind": "batch",
+            "command": "python train.py", "sim_duration_s": 600,
+        }  # fmt: skip
+        sessions.append((session, job))
+    rounds = []
+    for _ in range(args.rounds):
+        rounds.append(one_round(sessions, base, args.seconds))
+        print(json.dumps(rounds[-1]), flush=True)
+    median = statistics.median(r["jobs_per_s"] for r in rounds)
+    summary = {"median_jobs_per_s": median, "errors": sum(r["errors"] for r in rounds)}
+    summary["rounds"] = rounds
+    print(json.dumps({k: v for k, v in summary.items() if k != "rounds"}))
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(summary, out, indent=2)
+    return 0 if summary["errors"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
