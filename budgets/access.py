@@ -13,9 +13,9 @@ Scope is a set of subtrees. A role on a node covers the node and everything belo
 The user's roles are read once per request and cached on the user object.
 """
 
-from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import AnonymousUser, Group
 from django.core.exceptions import PermissionDenied
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import CharField, Exists, OuterRef, Q, Value
 from django.http import Http404
 
 from budgets.models import BudgetNode, Role, RoleKind
@@ -32,9 +32,19 @@ def _roles(user) -> list[tuple[str, str | None]]:
         return []
     cached = getattr(user, "_allot_budget_roles", None)
     if cached is None:
-        cached = list(Role.objects.filter(user=user).values_list("role", "node__path"))
-        if user.is_superuser or user.groups.filter(name=CLUSTER_ADMIN_GROUP).exists():
-            cached.append((RoleKind.CLUSTER_ADMIN, None))
+        roles = Role.objects.filter(user=user).order_by().values_list("role", "node__path")
+        if user.is_superuser:
+            cached = [*roles, (RoleKind.CLUSTER_ADMIN, None)]
+        else:  # the admin group's membership in the same query (every API call reads this)
+            admin = (
+                Group.objects.filter(name=CLUSTER_ADMIN_GROUP, user=user)
+                .order_by()
+                .values_list(
+                    Value(RoleKind.CLUSTER_ADMIN, output_field=CharField()),
+                    Value(None, output_field=CharField()),
+                )
+            )
+            cached = list(roles.union(admin, all=True))
         user._allot_budget_roles = cached
     return cached
 
@@ -122,6 +132,19 @@ def leads(user, node) -> bool:
         role == RoleKind.PROJECT_LEAD and path and node.path.startswith(path)
         for role, path in _roles(user)
     )
+
+
+def submittable_project(user, slug_path: str) -> BudgetNode | None:
+    """The project ``slug_path`` names if the user may submit jobs into it (it is among
+    ``user_projects``), else None. One indexed lookup (and one more for a node with
+    children): every API submission asks."""
+    paths = [path for role, path in _roles(user) if path and role in SUBMITTING]
+    node = BudgetNode.objects.filter(slug_path=slug_path, archived=False, depth__gt=1).first()
+    if node is None or not any(node.path.startswith(path) for path in paths):
+        return None
+    if BudgetNode.objects.get_children(node).filter(archived=False).exists():
+        return None  # not a leaf: an active child takes the jobs
+    return node
 
 
 def user_projects(user):

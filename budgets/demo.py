@@ -140,7 +140,7 @@ def seed() -> str:
         root = services.create_root(leader, "Allot Research", "org")
         _role(leader, Role.Kind.LEADERSHIP, root)
         _role(admin, Role.Kind.CLUSTER_ADMIN)
-    if not root.get_children().exists():
+    if not BudgetNode.objects.get_children(root).exists():
         _build_tree(leader, root, people)
     paths = [s for s, *_ in PROGRAMS] + [p for p, _ in _seeded_projects(people)]
     nodes = {n.slug_path: n for n in BudgetNode.objects.filter(slug_path__in=paths)}

@@ -326,6 +326,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "scheduling.tasks.charge_usage",
         "schedule": env_int("ALLOT_CHARGE_INTERVAL_S", 60),
     },
+    "sweep-expired-tokens": {"task": "portal.tasks.sweep_expired_tokens", "schedule": 3600},
 }
 if ALLOT_GPU_TELEMETRY_URL:
     CELERY_BEAT_SCHEDULE["gpu-telemetry"] = {

@@ -55,6 +55,16 @@ class TokenAuthentication(KnoxTokenAuthentication):
             raise exceptions.AuthenticationFailed("Invalid token.")
         return super().authenticate_credentials(token)
 
+    def _cleanup_token(self, auth_token) -> bool:
+        """Skip (and delete) this token if it has expired. knox also reads every other token
+        of the user on every request to delete their expired ones: a query per API call that
+        grows with the user's tokens (each CLI login adds one). Expired tokens are refused
+        anyway; ``portal.tasks.sweep_expired_tokens`` deletes them every hour."""
+        if auth_token.expiry is not None and auth_token.expiry < timezone.now():
+            auth_token.delete()
+            return True
+        return False
+
 
 class RevokeTokensOnPasswordChange:
     """Listed in AUTH_PASSWORD_VALIDATORS for its ``password_changed`` hook, which Django calls

@@ -8,6 +8,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Max, Q, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from scheduling import identity, job_env
@@ -36,11 +38,11 @@ class JobRequest:
 
 
 def _project_for(user, path: str):
-    from budgets.access import user_projects
+    from budgets.access import submittable_project
 
     if not path:
         return None
-    project = user_projects(user).filter(slug_path=path).first()
+    project = submittable_project(user, path)
     if project is None:
         raise JobPermissionError(
             "project", f"you are not a member of project {path!r} (or it does not exist)"
@@ -49,7 +51,17 @@ def _project_for(user, path: str):
 
 
 def _cluster_for(name: str) -> Cluster:
-    cluster = Cluster.objects.filter(name=name).first()
+    """The cluster, with the shape a submission is checked against (its present nodes' GPUs
+    in all and on the largest node) read in the same query."""
+    present = Q(nodes__present=True)
+    cluster = (
+        Cluster.objects.filter(name=name)
+        .annotate(
+            present_gpus=Coalesce(Sum("nodes__gpus", filter=present), 0),
+            largest_node_gpus=Coalesce(Max("nodes__gpus", filter=present), 0),
+        )
+        .first()
+    )
     if cluster is None:
         raise JobValidationError("cluster", f"no cluster named {name!r}")
     return cluster
@@ -58,11 +70,10 @@ def _cluster_for(name: str) -> Cluster:
 def _check_shape(request: JobRequest, cluster: Cluster) -> None:
     if request.gpus < 1:
         raise JobValidationError("gpus", "a job needs at least 1 GPU")
-    sizes = list(cluster.nodes.filter(present=True).values_list("gpus", flat=True))
-    per_node = max(sizes, default=0)
-    if request.gpus > sum(sizes):
+    total, per_node = cluster.present_gpus, cluster.largest_node_gpus
+    if request.gpus > total:
         raise JobValidationError(
-            "gpus", f"{request.gpus} GPUs is more than cluster {cluster.name} has ({sum(sizes)})"
+            "gpus", f"{request.gpus} GPUs is more than cluster {cluster.name} has ({total})"
         )
     if request.gpus > per_node and per_node and request.gpus % per_node:
         raise JobValidationError(

@@ -8,10 +8,10 @@ from tests.budgets.helpers import queries_to_get
 
 pytestmark = pytest.mark.django_db
 
-# session, user, roles, cluster-admins group, nodes+grants, usage, liens, inbox badge
-TREE_PAGE_QUERIES = 8
+# session, user, roles with the cluster-admins group, nodes+grants, usage, liens, inbox badge
+TREE_PAGE_QUERIES = 7
 # the same, plus the count, the page of visible nodes and the last 24 hours' usage (the burn)
-API_LIST_QUERIES = 10
+API_LIST_QUERIES = 9
 
 
 def _grow(budget_tree, leader, programs=3, projects=6):

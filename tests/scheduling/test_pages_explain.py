@@ -14,8 +14,8 @@ from tests.budgets.factories import UsageEntryFactory
 from tests.scheduling.test_pages_factories import cluster_fixture, make_job  # noqa: F401
 
 pytestmark = pytest.mark.django_db
-JOB_PAGE_QUERIES = 7
-EXPLAIN_PAGE_QUERIES = 8
+JOB_PAGE_QUERIES = 6
+EXPLAIN_PAGE_QUERIES = 7
 
 EXPLANATION = {
     "funded": True,

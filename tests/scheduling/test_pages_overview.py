@@ -14,8 +14,8 @@ from tests.budgets.factories import UsageEntryFactory
 from tests.scheduling.test_pages_factories import cluster_fixture, make_job  # noqa: F401
 
 pytestmark = pytest.mark.django_db
-RUNNING_PAGE_QUERIES = 9
-OPERATIONS_PAGE_QUERIES = 10
+RUNNING_PAGE_QUERIES = 8
+OPERATIONS_PAGE_QUERIES = 9
 
 
 @pytest.fixture

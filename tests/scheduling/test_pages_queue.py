@@ -13,7 +13,7 @@ from scheduling.services import cancel_job
 from tests.scheduling.test_pages_factories import cluster_fixture, make_cluster, make_job  # noqa: F401
 
 pytestmark = pytest.mark.django_db
-QUEUE_PAGE_QUERIES = 12
+QUEUE_PAGE_QUERIES = 11
 
 
 def test_queue_index_lists_clusters_with_busy_and_total_gpus(
