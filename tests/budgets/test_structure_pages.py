@@ -18,9 +18,9 @@ from tests.budgets.helpers import queries_to_get, role_cases, snapshot
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
-# session, user, the node, roles with the cluster-admins group; tree stats (nodes+grants, usage, liens);
-# the burn-down (its own balances: usage, liens, nodes+grants; then usage per day); the nav's
-# unread-exceptions badge; the history.
+# session, user, the node, roles with the cluster-admins group; tree stats (nodes+grants,
+# usage, liens); the burn-down (its own balances: usage, liens, nodes+grants; then usage per
+# day); the nav's unread-exceptions badge; the history.
 NODE_PAGE_QUERIES = 13
 
 
