@@ -40,6 +40,21 @@ def test_tokens_expire(client, researcher, settings):
         assert _jobs(client, token).status_code == 401
 
 
+def test_an_expired_token_is_refused_and_deleted_and_beat_sweeps_the_others(client, researcher):
+    from portal.tasks import sweep_expired_tokens
+
+    used, unused = _token(client), _token(client)
+    fresh_later = timezone.now() + dt.timedelta(days=31)
+    with time_machine.travel(fresh_later, tick=False):
+        kept = _token(client)
+        assert _jobs(client, used).status_code == 401  # expired: refused, and deleted
+        assert AuthToken.objects.filter(user=researcher).count() == 2  # not the others
+        assert sweep_expired_tokens() == 1  # the unused expired one, by the hourly task
+        assert _jobs(client, kept).status_code == 200
+        assert _jobs(client, unused).status_code == 401
+    assert AuthToken.objects.filter(user=researcher).count() == 1
+
+
 def test_a_password_change_revokes_every_token(client, researcher):
     first, second = _token(client), _token(client)
     researcher.set_password("a much longer passphrase 2026")
