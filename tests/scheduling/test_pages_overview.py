@@ -267,3 +267,27 @@ def test_operations_counts_preemptions_by_cause_and_emptied_drains(
     row = row[: row.index("</tr>")]
     cells = [c.split("<")[0] for c in row.split('<td class="num">')[1:]]
     assert cells == ["2", "1", "1", "1"]  # after protection, unfunded, drain; nodes emptied
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the SQL path is PostgreSQL's")
+def test_the_database_computes_the_same_wait_percentiles_as_python(personas, cluster, budget_tree):
+    """On PostgreSQL the percentiles come from percentile_disc; they equal the nearest-rank
+    ones computed in Python over the same rows (sizes across every bucket, waits with
+    fractions of a second, some starting before their submission is recorded)."""
+    import random
+
+    researcher, now = personas["researcher"], timezone.now()
+    rng = random.Random(7)
+    for _ in range(150):
+        submitted = now - timedelta(seconds=rng.uniform(3600, 6 * 86400))
+        make_job(
+            researcher,
+            cluster,
+            budget_tree.olmo,
+            state="completed",
+            gpus=rng.choice([1, 1, 2, 8, 9, 64, 65, 128]),
+            submitted_at=submitted,
+            first_started_at=submitted + timedelta(seconds=rng.uniform(-5, 7200)),
+        )
+    since = now - reports.WAIT_WINDOW
+    assert reports._wait_percentiles_in_sql(since) == reports._wait_percentiles_in_python(since)
