@@ -29,9 +29,10 @@ scores, which steer generation towards examples that give money back when hill-c
 asked for (ALLOT_STATEFUL_TARGET=1; see phases()).
 
 Locally it runs a few dozen examples; CI (ALLOT_REQUIRE_SERVICES=1, on PostgreSQL) runs
-ALLOT_STATEFUL_EXAMPLES, 200 by default. The examples are the same on every run (derandomized,
-and on PostgreSQL every example's ids start at the same number), so a CI failure replays
-by running this test alone on PostgreSQL.
+ALLOT_STATEFUL_EXAMPLES, 200 by default. The examples are the same on every run of the same
+suite (derandomized, one hash seed in scripts/run-tests, and on PostgreSQL every example's ids
+start at the same number); tests before this one can still change the order of rows the
+database returns unordered. A failure's printed steps replay in test_live_loop_found.py.
 """
 
 from __future__ import annotations
