@@ -91,6 +91,24 @@ EXTENDED_BEFORE_ITS_REAL_START = [
     ("reconcile", {}),
 ]
 
+# Found by a rule not yet kept (Allot preempts a job still COMPLETING and hears its end before a
+# restart): a resumable job's attempt lost during an outage on a cluster never synced counts
+# its progress to the moment Allot noticed (5 h for 5 min of work), so its restart runs 1 s.
+# Lost attempts on a synced cluster count to the last sync (test_backend_outage.py).
+LOST_ON_A_CLUSTER_NEVER_SYNCED = [
+    ("backend_completing_lag", dict(completing_s=0)),
+    ("submit", dict(duration_s=300, gpus=1, leaf=0, min_runtime_s=600, resumable=True)),
+    ("a_job_finishes", dict(after=0, charge_first=False)),
+    ("charge", {}),
+    (
+        "an_extension_ends_while_charging_lags",
+        dict(gpus=1, hours=5, lag_s=60, leaf=0, recover=False),
+    ),
+    ("outage", dict(down=False)),
+    ("a_start_confirmed_late", dict(delay_s=30, gpus=1, leaf=0)),
+    (RESTART, dict(after=0, duration_s=600, gpus=2, leaf=0, seen_completing=False)),
+]
+
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(
@@ -100,12 +118,19 @@ EXTENDED_BEFORE_ITS_REAL_START = [
         LOST_AND_RESTARTED_IN_ONE_STEP,
         EXTENDED_THEN_PREEMPTED_WHILE_COMPLETING,
         EXTENDED_BEFORE_ITS_REAL_START,
+        pytest.param(
+            LOST_ON_A_CLUSTER_NEVER_SYNCED,
+            marks=pytest.mark.xfail(
+                strict=True, reason="a lost attempt's progress on a cluster never synced"
+            ),
+        ),
     ],
     ids=[
         "defunded-before-start",
         "lost-and-restarted",
         "extended-then-preempted",
         "extended-before-start",
+        "lost-never-synced",
     ],
 )
 def test_a_found_example_holds_every_invariant(request, monkeypatch, steps):
