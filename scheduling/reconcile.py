@@ -129,7 +129,7 @@ def _last_seen_running(job: Job) -> datetime:
     job while it could not be asked, or lost it): it ran at least until the backend last
     confirmed what runs, the cluster's last successful sync before this one, and Allot counts
     its charges and its progress no further. Never before it started; now on a cluster
-    never synced."""
+    never synced (whose lost attempts keep no progress, ``_lose``)."""
     now, seen = timezone.now(), job.cluster.last_sync_at
     if seen is None:
         return now
@@ -153,7 +153,13 @@ def _lose(job_id: int, attempt_key: str, why: str, remote: RemoteJob | None = No
     if remote is not None:
         _confirm_start(job, remote)
     now = _real_end(job, remote) if remote is not None else _last_seen_running(job)
+    done_before = job.run_seconds_done
     accounting.close_run(job, now)
+    if remote is None and job.cluster.last_sync_at is None and job.resumable:
+        # The backend never confirmed this attempt running: none of its progress is known, so
+        # none is kept (its charges stay provisional to now, as on any cluster never synced).
+        job.run_seconds_done = done_before
+        Job.objects.filter(pk=job.pk).update(run_seconds_done=done_before)
     transition(job, Job.State.PREEMPTED, now, why, ended_at=now, explanation={})
     transition(
         job,

@@ -91,10 +91,10 @@ EXTENDED_BEFORE_ITS_REAL_START = [
     ("reconcile", {}),
 ]
 
-# Found by a rule not yet kept (Allot preempts a job still COMPLETING and hears its end before a
-# restart): a resumable job's attempt lost during an outage on a cluster never synced counts
-# its progress to the moment Allot noticed (5 h for 5 min of work), so its restart runs 1 s.
-# Lost attempts on a synced cluster count to the last sync (test_backend_outage.py).
+# A resumable job's attempt lost during an outage on a cluster never synced counted its
+# progress to the moment Allot noticed (5 h for 5 min of work), so its restart ran 1 s; it now
+# keeps no progress from an attempt the backend never confirmed. (Lost attempts on a synced
+# cluster count to the last sync: test_backend_outage.py.)
 LOST_ON_A_CLUSTER_NEVER_SYNCED = [
     ("backend_completing_lag", dict(completing_s=0)),
     ("submit", dict(duration_s=300, gpus=1, leaf=0, min_runtime_s=600, resumable=True)),
@@ -118,12 +118,7 @@ LOST_ON_A_CLUSTER_NEVER_SYNCED = [
         LOST_AND_RESTARTED_IN_ONE_STEP,
         EXTENDED_THEN_PREEMPTED_WHILE_COMPLETING,
         EXTENDED_BEFORE_ITS_REAL_START,
-        pytest.param(
-            LOST_ON_A_CLUSTER_NEVER_SYNCED,
-            marks=pytest.mark.xfail(
-                strict=True, reason="a lost attempt's progress on a cluster never synced"
-            ),
-        ),
+        LOST_ON_A_CLUSTER_NEVER_SYNCED,
     ],
     ids=[
         "defunded-before-start",
