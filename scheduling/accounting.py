@@ -344,12 +344,12 @@ def confirm_start(job: Job, started: datetime) -> None:
     protection and charges count from then, and the lien holds no more than the protection
     still needs from there. The caller holds the job row.
 
-    Charges are whole seconds counted from where charging starts, so the attempt's charges
-    so far lie on the grid of the pass's start. When the real start is a whole number of
-    seconds later, it is on that grid: only what was charged before it is given back. When it
-    is not, keeping the charges after it (and trimming the one it falls into to whole
-    seconds) would leave the run up to a second per GPU short for good: every charge of the
-    attempt is given back and the same span charged again, on the real start's grid."""
+    When everything charged so far lies before the real start, it is all given back. When
+    some of it lies after, every charge of the attempt is given back and the span from the
+    real start charged again, as new charges on the real start's grid: a charge the real
+    start falls into cannot keep a partial reversal (trimmed to whole seconds it would leave
+    the run up to a second per GPU short, and a charge takes one reversal only, so a real end
+    learnt later could not give its tail back)."""
     from budgets import ledger
 
     if job.started_at is None or started - job.started_at < timedelta(seconds=1):
@@ -359,7 +359,15 @@ def confirm_start(job: Job, started: datetime) -> None:
     # Charged while funded: a job defunded since keeps the charges it had (to its funding's
     # end), and those before the real start go back too.
     charged = charged_to is not None and charged_to > job.started_at
-    regrid = charged and job.funded and delta % timedelta(seconds=1) != timedelta(0)
+    # A charge that straddles the real start would keep a partial reversal, and a charge has
+    # room for one reversal only: when the real end is learnt later too (a job that ran
+    # briefly), its tail beyond the end could not be given back. So whenever something was
+    # charged past the real start, every charge is given back and the span charged again.
+    regrid = (
+        charged
+        and job.funded
+        and (delta % timedelta(seconds=1) != timedelta(0) or charged_to > started)
+    )
     if regrid:
         ledger.reverse_usage_since(job.pk, job.started_at)
     elif charged:

@@ -110,6 +110,24 @@ LOST_ON_A_CLUSTER_NEVER_SYNCED = [
 ]
 
 
+CHARGED_PAST_A_REAL_END_NEVER_SYNCED = [
+    ("backend_completing_lag", dict(completing_s=0)),
+    ("submit", dict(duration_s=300, gpus=1, leaf=0, min_runtime_s=600, resumable=True)),
+    ("dispatch", {}),
+    *[("charge", {})] * 9,
+    ("dispatch", {}),
+    ("submit", dict(duration_s=630, gpus=1, leaf=None, min_runtime_s=14400, resumable=True)),
+    ("grant_cut_below_commitments", dict(cents_below=188, which=1)),
+    ("scheduling_pass", {}),
+    ("time_passes", dict(seconds=1975)),
+    ("charge", {}),
+    ("submit", dict(duration_s=2000, gpus=1, leaf=0, min_runtime_s=14400, resumable=False)),
+    ("time_passes", dict(seconds=252)),
+    ("dispatch", {}),
+    (RESTART, dict(after=3, duration_s=3328, gpus=2, leaf=0, seen_completing=False)),
+]
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     "steps",
@@ -119,6 +137,7 @@ LOST_ON_A_CLUSTER_NEVER_SYNCED = [
         EXTENDED_THEN_PREEMPTED_WHILE_COMPLETING,
         EXTENDED_BEFORE_ITS_REAL_START,
         LOST_ON_A_CLUSTER_NEVER_SYNCED,
+        CHARGED_PAST_A_REAL_END_NEVER_SYNCED,
     ],
     ids=[
         "defunded-before-start",
@@ -126,6 +145,7 @@ LOST_ON_A_CLUSTER_NEVER_SYNCED = [
         "extended-then-preempted",
         "extended-before-start",
         "lost-never-synced",
+        "charged-past-end-never-synced",
     ],
 )
 def test_a_found_example_holds_every_invariant(request, monkeypatch, steps):
