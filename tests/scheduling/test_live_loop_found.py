@@ -128,6 +128,30 @@ CHARGED_PAST_A_REAL_END_NEVER_SYNCED = [
 ]
 
 
+# Found with the state machine's rules as they are (in a local run that drew other examples
+# than CI); not fixed yet, so a strict xfail: a resumable 2-hour job is confirmed running by the
+# sync that ends a 5-hour outage, then lost in the next outage; closed at that sync, it counts
+# 5 h of progress and its restart runs 1 s.
+PROGRESS_THROUGH_TWO_EXTENSIONS = [
+    ("backend_completing_lag", dict(completing_s=0)),
+    ("outage", dict(down=True)),
+    ("a_start_confirmed_late", dict(delay_s=30, gpus=1, leaf=1)),
+    ("a_start_confirmed_late", dict(delay_s=30, gpus=1, leaf=0)),
+    ("submit", dict(duration_s=300, gpus=2, leaf=0, min_runtime_s=600, resumable=False)),
+    ("scheduling_pass", {}),
+    ("dispatch", {}),
+    (
+        "an_extension_ends_while_charging_lags",
+        dict(gpus=1, hours=5, lag_s=60, leaf=0, recover=True),
+    ),
+    (
+        "an_extension_ends_while_charging_lags",
+        dict(gpus=1, hours=5, lag_s=60, leaf=0, recover=True),
+    ),
+    (RESTART, dict(after=0, duration_s=600, gpus=1, leaf=0, seen_completing=False)),
+]
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     "steps",
@@ -138,6 +162,12 @@ CHARGED_PAST_A_REAL_END_NEVER_SYNCED = [
         EXTENDED_BEFORE_ITS_REAL_START,
         LOST_ON_A_CLUSTER_NEVER_SYNCED,
         CHARGED_PAST_A_REAL_END_NEVER_SYNCED,
+        pytest.param(
+            PROGRESS_THROUGH_TWO_EXTENSIONS,
+            marks=pytest.mark.xfail(
+                strict=True, reason="a lost attempt counts progress the backend confirmed"
+            ),
+        ),
     ],
     ids=[
         "defunded-before-start",
@@ -146,6 +176,7 @@ CHARGED_PAST_A_REAL_END_NEVER_SYNCED = [
         "extended-before-start",
         "lost-never-synced",
         "charged-past-end-never-synced",
+        "progress-through-two-extensions",
     ],
 )
 def test_a_found_example_holds_every_invariant(request, monkeypatch, steps):
