@@ -14,25 +14,24 @@ median round. Only ever point it at 127.0.0.1: it writes thousands of jobs.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import threading
 import time
+from pathlib import Path
 
 import requests
 
-FIRST = ("ada", "ben", "chen", "dara", "eli", "farah", "gus", "hana", "ivo", "jun")
-RESEARCHERS = [f"{f}.{last}" for last in ("okafor", "lindqvist", "moreau") for f in FIRST]
 
-
-def token_session(base: str, username: str, password: str) -> requests.Session:
-    session = requests.Session()
-    answer = session.post(
-        f"{base}/api/v1/auth/token/", json={"username": username, "password": password}, timeout=30
-    )
-    answer.raise_for_status()
-    session.headers["Authorization"] = f"Token {answer.json()['token']}"
-    return session
+def _load_demo():
+    """scripts/load-demo.py, for its researchers and their login (a file name with a dash is
+    not importable by name)."""
+    path = Path(__file__).resolve().parent / "load-demo.py"
+    spec = importlib.util.spec_from_file_location("load_demo", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def a_project(session: requests.Session, base: str) -> str:
@@ -98,10 +97,11 @@ def main(argv=None) -> int:
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     base = args.url.rstrip("/")
+    load_demo = _load_demo()
     sessions = []
     for i in range(args.clients):
-        username = RESEARCHERS[i % len(RESEARCHERS)]
-        session = token_session(base, username, args.password)
+        username = load_demo.RESEARCHERS[i % len(load_demo.RESEARCHERS)]
+        session = load_demo.login(base, username, args.password)
         job = {
             "name": f"bench-{i}", "project": a_project(session, base), "cluster": args.cluster,
             "gpus": 1, "min_runtime_s": 600, "resumable": True, "kind": "batch",
