@@ -12,7 +12,11 @@ from scheduling.models import Cluster, Job
 KEYS = {
     "database", "nodes", "gpus", "jobs", "history", "repeat", "waiting", "total_s",
     *(f"{p}_{k}" for p in ("fill", "refill", "steady") for k in ("ms", "started", "queries")),
-    *(f"{p}_{k}" for p in ("queue_page", "operations_page") for k in ("ms", "bytes", "queries")),
+    *(
+        f"{p}_{k}"
+        for p in ("queue_page", "operations_page")
+        for k in ("ms", "p95_ms", "bytes", "queries")
+    ),
     "charge_ms", "charge_jobs", "charge_queries",
 }  # fmt: skip
 
@@ -41,6 +45,8 @@ def test_bench_live_runs_the_passes_and_pages_and_prints_one_json_line(db):
         == 30
     )
     assert report["queue_page_bytes"] > 0 and report["operations_page_queries"] > 0
+    for page in ("queue_page", "operations_page"):  # over 20 renderings at the least
+        assert report[f"{page}_p95_ms"] >= report[f"{page}_ms"] > 0
     assert report["charge_jobs"] == 40 and report["charge_queries"] > 0
     assert Job.objects.filter(name__startswith="charged-").count() == 0  # rolled back
 
