@@ -46,6 +46,9 @@ class System:
     counts: Counter
     fault_log: Path
     notes: dict = field(default_factory=dict)
+    # How long the loop has to repair after the workers are back (SETTLE_S; longer where a
+    # backend restarted by the faults needs time to answer again).
+    settle_s: float = SETTLE_S
 
     def point_kills(self) -> Counter:
         if not self.fault_log.exists():
@@ -86,7 +89,7 @@ class System:
         repaired: list[str] = []  # found by an earlier look, gone by the last one
         while True:
             result = self.check(final)
-            if final or not result["violations"] or time.monotonic() >= back + SETTLE_S:
+            if final or not result["violations"] or time.monotonic() >= back + self.settle_s:
                 result["repaired_while_settling"] = sorted(set(repaired))
                 return result
             repaired += result["violations"]

@@ -14,12 +14,14 @@ import pytest
 
 from tests.backends.test_slurm_cluster import LOCK, controller_answers
 from tests.conftest import service_missing
+from tests.faults.conftest import SETTLE_S
 from tests.faults.harness import ROOT
 from tests.faults.rounds import run_rounds
 
 pytestmark = [pytest.mark.faults, pytest.mark.slurm]
 ROUNDS = int(os.environ.get("ALLOT_FAULT_SLURM_ROUNDS", "3"))
 KILLS_PER_ROUND = int(os.environ.get("ALLOT_FAULT_SLURM_KILLS_PER_ROUND", "6"))
+CONTROLLER_BACK_S = 10
 
 
 def _harness(*args: str) -> None:
@@ -44,6 +46,9 @@ def test_nothing_is_lost_or_launched_twice_on_slurm_while_everything_restarts(fa
         system = fault_lab.system(
             name, "slurm", {"command_timeout": "20"}, cost_factor="2.000", seed=22
         )
+        # A slurmctld restarted late in a round takes seconds to answer again, and an sbatch
+        # sent meanwhile waits for it: the repairs that need the controller get that long more.
+        system.settle_s = SETTLE_S + CONTROLLER_BACK_S
         try:
             restarts = [
                 ("slurmctld", restart_slurmctld),
