@@ -15,7 +15,8 @@ The user's roles are read once per request and cached on the user object.
 
 from django.contrib.auth.models import AnonymousUser, Group
 from django.core.exceptions import PermissionDenied
-from django.db.models import CharField, Exists, OuterRef, Q, Value
+from django.db import connection
+from django.db.models import Exists, OuterRef, Q
 from django.http import Http404
 
 from budgets.models import BudgetNode, Role, RoleKind
@@ -32,21 +33,25 @@ def _roles(user) -> list[tuple[str, str | None]]:
         return []
     cached = getattr(user, "_allot_budget_roles", None)
     if cached is None:
-        roles = Role.objects.filter(user=user).order_by().values_list("role", "node__path")
-        if user.is_superuser:
-            cached = [*roles, (RoleKind.CLUSTER_ADMIN, None)]
-        else:  # the admin group's membership in the same query (every API call reads this)
-            admin = (
-                Group.objects.filter(name=CLUSTER_ADMIN_GROUP, user=user)
-                .order_by()
-                .values_list(
-                    Value(RoleKind.CLUSTER_ADMIN, output_field=CharField()),
-                    Value(None, output_field=CharField()),
-                )
-            )
-            cached = list(roles.union(admin, all=True))
+        with connection.cursor() as cursor:
+            cursor.execute(_ROLES_SQL, [user.pk, CLUSTER_ADMIN_GROUP, user.pk])
+            cached = [(role, path) for role, path in cursor.fetchall()]
+        if user.is_superuser and (RoleKind.CLUSTER_ADMIN, None) not in cached:
+            cached.append((RoleKind.CLUSTER_ADMIN, None))
         user._allot_budget_roles = cached
     return cached
+
+
+# The roles with their nodes' paths, and the admin group's membership, in one statement. Plain
+# SQL: every API call and page asks, and composing this union through the ORM cost more
+# Python than the rest of a submission's lookups (issue 12, point 3).
+_ROLES_SQL = (
+    f"SELECT r.role, n.path FROM {Role._meta.db_table} r "
+    f"LEFT JOIN {BudgetNode._meta.db_table} n ON n.id = r.node_id WHERE r.user_id = %s "
+    f"UNION ALL SELECT '{RoleKind.CLUSTER_ADMIN.value}', NULL FROM {Group._meta.db_table} g "
+    f"JOIN {Group.user_set.through._meta.db_table} m ON m.group_id = g.id "
+    "WHERE g.name = %s AND m.user_id = %s"
+)
 
 
 def forget_roles(user) -> None:
@@ -139,12 +144,18 @@ def submittable_project(user, slug_path: str) -> BudgetNode | None:
     ``user_projects``), else None. One indexed lookup (and one more for a node with
     children): every API submission asks."""
     paths = [path for role, path in _roles(user) if path and role in SUBMITTING]
-    node = BudgetNode.objects.filter(slug_path=slug_path, archived=False, depth__gt=1).first()
+    node = next(iter(BudgetNode.objects.raw(_PROJECT_SQL, [slug_path])), None)
     if node is None or not any(node.path.startswith(path) for path in paths):
         return None
-    if BudgetNode.objects.get_children(node).filter(archived=False).exists():
+    if node.numchild and BudgetNode.objects.get_children(node).filter(archived=False).exists():
         return None  # not a leaf: an active child takes the jobs
     return node
+
+
+# Plain SQL for the same reason as the roles': every submission asks.
+_PROJECT_SQL = (
+    f"SELECT * FROM {BudgetNode._meta.db_table} WHERE slug_path = %s AND NOT archived AND depth > 1"
+)
 
 
 def user_projects(user):
