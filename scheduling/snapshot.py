@@ -7,13 +7,15 @@ reservations, and the displacement memory (1, when jobs run).
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db.models import Sum
+from django.db.models import JSONField, Sum, TextField
 from django.db.models.base import ModelState
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from scheduling.engine import model as m
@@ -150,22 +152,46 @@ def _live_jobs(cluster: Cluster) -> list[Job]:
     ``Model.__init__``, which checks and assigns each of a job's 45 fields one by one: for
     5,000 jobs that was most of a steady pass (issue 12). They are what ``Model.from_db``
     gives (the same attribute values, saved state, database alias), so every later use
-    (descriptors, ``refresh_from_db``, deferred loading) works as usual.
+    (descriptors, ``refresh_from_db``, deferred loading) works as usual. The JSON columns come
+    as text and are parsed here: a waiting job's are ``{}`` and ``[]``, and Django's decoder
+    parsing 10,000 of those was a third of the read's Python (115 -> 71 ms of CPU).
     """
     names = [f.attname for f in Job._meta.concrete_fields if f.name not in NOT_READ]
+    as_text = {f"{name}__text": Cast(name, TextField()) for name in JSON_READ}
     rows = (
         Job.objects.filter(cluster=cluster, state__in=[Job.State.PENDING, Job.State.RUNNING])
         .order_by("submitted_at", "id")
-        .values_list(*names)
+        .annotate(**as_text)
+        .values_list(*(f"{n}__text" if n in JSON_READ else n for n in names))
     )
+    parsed = [i for i, name in enumerate(names) if name in JSON_READ]
     jobs = []
     for values in rows:
+        values = list(values)
+        for i in parsed:
+            values[i] = _json(values[i])
         job = Job.__new__(Job)
         job.__dict__.update(zip(names, values, strict=True))
         job._state = ModelState()
         job._state.adding, job._state.db = False, rows.db
         jobs.append(job)
     return jobs
+
+
+# The JSON columns the pass reads, parsed from their text in ``_live_jobs``.
+JSON_READ = tuple(
+    f.attname
+    for f in Job._meta.concrete_fields
+    if isinstance(f, JSONField) and f.name not in NOT_READ
+)
+
+
+def _json(text: str | None):
+    if text == "{}":
+        return {}
+    if text == "[]":
+        return []
+    return None if text is None else json.loads(text)
 
 
 def build_snapshot(cluster: Cluster, now: datetime | None = None) -> SnapshotContext:
