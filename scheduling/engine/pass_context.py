@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from operator import is_
+from itertools import compress, count
+from operator import is_, is_not
 
 from scheduling.engine.model import PendingJob
 from scheduling.engine.pass_repeat import RepeatMemo
@@ -58,10 +59,13 @@ class Group:
 class PassContext:
     def __init__(self) -> None:
         self.policy = None
-        self.seen: dict[int, PendingJob] = {}  # id(job) -> job: keeps the objects alive
-        self.last: tuple[PendingJob, ...] = ()  # the last snapshot's pending, as given
+        # the last snapshot's pending, as given: the index is of these (they stay alive)
+        self.last: tuple[PendingJob, ...] = ()
         self.groups: dict[tuple[str, str], Group] = {}
         self.by_id: dict[str, tuple[PendingJob, tuple | None, float]] = {}
+        # per project: how many of its filed jobs have each GPUs x protection (pass_repeat)
+        self.base_count: dict[str, dict[float, int]] = {}
+        self._base_sorted: dict[str, list[float]] = {}
         self.repeats = RepeatMemo()  # the last pass that decided nothing (pass_repeat.py)
 
     def queue(self, st) -> tuple[list[PendingJob], list, list[float], list] | None:
@@ -77,7 +81,7 @@ class PassContext:
         pending, last = snap.pending, self.last
         if len(pending) != len(last) or not all(map(is_, pending, last)):
             self.last = ()  # until the update below is complete
-            if not self._update(pending, st):
+            if not self._update(last, pending, st):
                 return None
             self.last = pending
         rank_of, usage = st._rank_of, st._user_usage
@@ -115,17 +119,22 @@ class PassContext:
             i = j
         return jobs, keys, bases, segments
 
-    def _update(self, pending: tuple[PendingJob, ...], st) -> bool:
+    def _update(self, last: tuple, pending: tuple[PendingJob, ...], st) -> bool:
         """File the jobs that appeared, drop those that left (by object identity)."""
-        seen = self.seen
-        now = dict(zip(map(id, pending), pending, strict=True))
-        for k in seen.keys() - now.keys():
-            self._drop(seen[k])
-        for k in now.keys() - seen.keys():
-            if not self._file(now[k], st):
+        change = _diff(last, pending)
+        if change is None:  # reordered throughout: compare as sets
+            seen = {id(j): j for j in last}
+            now = {id(j): j for j in pending}
+            left = [seen[k] for k in seen.keys() - now.keys()]
+            came = [now[k] for k in now.keys() - seen.keys()]
+        else:
+            left, came = change
+        for job in left:
+            self._drop(job)
+        for job in came:
+            if not self._file(job, st):
                 self.__init__()
                 return False
-        self.seen = now
         return True
 
     def _file(self, job: PendingJob, st) -> bool:
@@ -139,8 +148,15 @@ class PassContext:
         item = (job.submit_s, job.id)
         k = bisect_left(g.order, item)
         g.order.insert(k, item)
-        self.by_id[job.id] = (job, shape(job), job.gpus * st.protection(job))
+        base = job.gpus * st.protection(job)
+        self.by_id[job.id] = (job, shape(job), base)
         g.dirty = True
+        if job.project:
+            count = self.base_count.setdefault(job.project, {})
+            n = count.get(base, 0)
+            count[base] = n + 1
+            if not n:
+                self._base_sorted.pop(job.project, None)
         return True
 
     def _drop(self, job: PendingJob) -> None:
@@ -149,8 +165,27 @@ class PassContext:
         g = self.groups[(job.project, job.user)]
         k = bisect_left(g.order, (job.submit_s, job.id))
         del g.order[k]
-        del self.by_id[job.id]
+        base = self.by_id.pop(job.id)[2]
         g.dirty = True
+        if job.project:
+            count = self.base_count[job.project]
+            n = count[base] - 1
+            if n:
+                count[base] = n
+            else:
+                del count[base]
+                self._base_sorted.pop(job.project, None)
+
+    def bases(self) -> dict[str, list[float]]:
+        """Per project with filed jobs, their distinct GPUs x protection, ascending."""
+        out, done = {}, self._base_sorted
+        for project, count in self.base_count.items():
+            if count:
+                hit = done.get(project)
+                if hit is None:
+                    hit = done[project] = sorted(count)
+                out[project] = hit
+        return out
 
     def _ready(self, g: Group) -> Group:
         if g.dirty:
@@ -169,3 +204,39 @@ class PassContext:
             g.most = most
             g.dirty = False
         return g
+
+
+MAX_GAPS = 64  # beyond this many mismatches, a set difference is cheaper
+
+
+def _diff(old: tuple, new: tuple) -> tuple[list, list] | None:
+    """(objects of ``old`` not in ``new``, objects of ``new`` not in ``old``), by identity,
+    for two sequences of distinct objects; None past ``MAX_GAPS`` mismatches.
+
+    A queue between two passes mostly keeps its order: a few jobs leave from anywhere, new
+    ones arrive at the end. So walk both in step, comparing runs at C speed: at a mismatch
+    the old object is taken as gone; what remains of ``new`` at the end arrived. An object
+    taken as gone that is among the arrivals only moved, and is neither. (An object of
+    ``new`` matched in step is in ``old``; so every object of ``old`` not matched in step
+    is either absent from ``new`` or among its remaining tail, and the result is exact.)"""
+    i = j = gaps = 0
+    left: list = []
+    while True:
+        k = next(compress(count(), map(is_not, old[i:], new[j:])), None)
+        if k is None:
+            n = min(len(old) - i, len(new) - j)
+            i, j = i + n, j + n
+            break
+        gaps += 1
+        if gaps > MAX_GAPS:
+            return None
+        left.append(old[i + k])
+        i, j = i + k + 1, j + k
+    left += old[i:]
+    came = list(new[j:])
+    if left and came:
+        moved = {id(x) for x in left} & {id(x) for x in came}
+        if moved:
+            left = [x for x in left if id(x) not in moved]
+            came = [x for x in came if id(x) not in moved]
+    return left, came

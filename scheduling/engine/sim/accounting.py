@@ -114,5 +114,7 @@ class Accounting:
         if r.funded:
             self.rate[r.project] += sign * r.gpus * cost
             self.user_rate[(r.project, r.user)] += sign * r.gpus * cost
+            chain = self.up.get(r.project, ())
+            self.floor.runs.update(chain, r.protected_until_s, r.gpus * cost, sign)
         else:
             self.unfunded_rate[r.project] += sign * r.gpus * cost
