@@ -20,9 +20,8 @@ under one policy.
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_left
-from itertools import compress, count
+from itertools import accumulate, compress, count
 from operator import is_, is_not
 
 from scheduling.engine.model import PendingJob
@@ -148,13 +147,16 @@ class PassContext:
         item = (job.submit_s, job.id)
         k = bisect_left(g.order, item)
         g.order.insert(k, item)
-        base = job.gpus * st.protection(job)
-        self.by_id[job.id] = (job, shape(job), base)
+        base, key = job.gpus * st.protection(job), shape(job)
+        self.by_id[job.id] = (job, key, base)
+        g.jobs.insert(k, job)
+        g.keys.insert(k, key)
+        g.bases.insert(k, base)
         g.dirty = True
         if job.project:
-            count = self.base_count.setdefault(job.project, {})
-            n = count.get(base, 0)
-            count[base] = n + 1
+            tally = self.base_count.setdefault(job.project, {})
+            n = tally.get(base, 0)
+            tally[base] = n + 1
             if not n:
                 self._base_sorted.pop(job.project, None)
         return True
@@ -164,44 +166,40 @@ class PassContext:
             return
         g = self.groups[(job.project, job.user)]
         k = bisect_left(g.order, (job.submit_s, job.id))
-        del g.order[k]
+        del g.order[k], g.jobs[k], g.keys[k], g.bases[k]
         base = self.by_id.pop(job.id)[2]
         g.dirty = True
         if job.project:
-            count = self.base_count[job.project]
-            n = count[base] - 1
+            tally = self.base_count[job.project]
+            n = tally[base] - 1
             if n:
-                count[base] = n
+                tally[base] = n
             else:
-                del count[base]
+                del tally[base]
                 self._base_sorted.pop(job.project, None)
 
     def bases(self) -> dict[str, list[float]]:
         """Per project with filed jobs, their distinct GPUs x protection, ascending."""
         out, done = {}, self._base_sorted
-        for project, count in self.base_count.items():
-            if count:
+        for project, tally in self.base_count.items():
+            if tally:
                 hit = done.get(project)
                 if hit is None:
-                    hit = done[project] = sorted(count)
+                    hit = done[project] = sorted(tally)
                 out[project] = hit
         return out
 
     def _ready(self, g: Group) -> Group:
+        """The group's shape positions and largest liens, after jobs came or left (its
+        jobs, shapes and liens are kept in order as they do)."""
         if g.dirty:
-            by_id = self.by_id
-            rows = [by_id[jid] for _, jid in g.order]
-            g.jobs = [r[0] for r in rows]
-            g.keys = [r[1] for r in rows]
-            g.bases = [r[2] for r in rows]
-            g.at = {}
+            at: dict[tuple | None, list[int]] = {}
             for k, key in enumerate(g.keys):
-                g.at.setdefault(key, []).append(k)
-            g.lane = None in g.at
-            most, top = [0.0] * len(rows), -math.inf
-            for k in range(len(rows) - 1, -1, -1):
-                top = most[k] = max(top, g.bases[k])
-            g.most = most
+                at.setdefault(key, []).append(k)
+            g.at = at
+            g.lane = None in at
+            g.most = list(accumulate(reversed(g.bases), max))
+            g.most.reverse()
             g.dirty = False
         return g
 

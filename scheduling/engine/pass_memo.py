@@ -43,15 +43,21 @@ class QueueMemo:
         st = self.st
         if self._alike_epoch != self.epoch:
             self._alike_epoch = self.epoch
-            self._funded_projects = sorted({r.project for r in st.running.values() if r.funded})
-        below = st.tree.strictly_below
+            funded = sorted({r.project for r in st.running.values() if r.funded})
+            if funded != self._funded_projects:
+                # the answer per project holds while the funded projects are the same:
+                # the tree and the shields are fixed for the pass
+                self._funded_projects = funded
+                self._alike_of = {}
         preemptor = job.project
-        return (
-            self.epoch,
-            id(pool),
-            tuple(below(p, preemptor) for p in self._funded_projects),
-            st.shielded_from(preemptor),
-        )
+        hit = self._alike_of.get(preemptor)
+        if hit is None:
+            below = st.tree.strictly_below
+            hit = self._alike_of[preemptor] = (
+                tuple(below(p, preemptor) for p in self._funded_projects),
+                st.shielded_from(preemptor),
+            )
+        return (self.epoch, id(pool), *hit)
 
     def _skip(self, group, k: int, waits: dict) -> int:
         """How many jobs of ``group`` (a ``pass_context.Group``), from its position ``k``

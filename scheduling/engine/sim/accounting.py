@@ -66,12 +66,9 @@ class Accounting:
             BudgetNode(p, self.shares[p], self.usage.value(p, t), remaining[p]) for p in self.shares
         )
         user_usage = {k: self.user_usage.value(k, t) for k in self.user_usage.keys()}
-        nodes = tuple(
-            replace(n, drained=True) if n.name in self.drain_req else n for n in self.nodes.values()
-        )
         return Snapshot(
             t,
-            nodes,
+            self._nodes(),
             budgets,
             tuple(self.running.values()),
             tuple(self.pending.values()),
@@ -82,6 +79,18 @@ class Accounting:
             chain_balances=True,
             displacements=self.displacements,
         )
+
+    def _nodes(self) -> tuple:
+        """The nodes with their drain flags: one tuple until a drain is requested (nodes are
+        only ever added to ``drain_req``), so passes share it (and the engine's layout)."""
+        key = len(self.drain_req)
+        if self._nodes_of is None or self._nodes_of[0] != key:
+            nodes = tuple(
+                replace(n, drained=True) if n.name in self.drain_req else n
+                for n in self.nodes.values()
+            )
+            self._nodes_of = (key, nodes)
+        return self._nodes_of[1]
 
     def _protection(self, s: TraceJob) -> float:
         """The engine's protected window for a start (state.PassState.protection)."""

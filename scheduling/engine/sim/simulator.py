@@ -126,6 +126,7 @@ class Simulator(JobLifecycle, Accounting, ResultReport):
         self.heap: list = []
         self.seq = 0
         self.drain_req: dict[str, float] = {}
+        self._nodes_of: tuple | None = None  # (drains requested, nodes): Accounting._nodes
         self.drained_at: dict[str, float | None] = {}
         self.res = SimResult(
             policy,
