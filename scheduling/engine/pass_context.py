@@ -78,7 +78,7 @@ class PassContext:
             self.__init__()
             self.policy = snap.policy
         pending, last = snap.pending, self.last
-        if len(pending) != len(last) or not all(map(is_, pending, last)):
+        if pending is not last and (len(pending) != len(last) or not all(map(is_, pending, last))):
             self.last = ()  # until the update below is complete
             if not self._update(last, pending, st):
                 return None

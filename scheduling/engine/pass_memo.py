@@ -48,15 +48,20 @@ class QueueMemo:
                 # the answer per project holds while the funded projects are the same:
                 # the tree and the shields are fixed for the pass
                 self._funded_projects = funded
+                self._funded_key = tuple(funded)
                 self._alike_of = {}
         preemptor = job.project
         hit = self._alike_of.get(preemptor)
         if hit is None:
-            below = st.tree.strictly_below
-            hit = self._alike_of[preemptor] = (
-                tuple(below(p, preemptor) for p in self._funded_projects),
-                st.shielded_from(preemptor),
-            )
+            # the rank vector depends only on the tree's sides of 1 (``tree._shared_memo``)
+            shared, key = st.tree.alike, (self._funded_key, preemptor)
+            ranks = shared.get(key)
+            if ranks is None:
+                if len(shared) >= 4096:  # a memo: bounded, emptied when full
+                    shared.clear()
+                below = st.tree.strictly_below
+                ranks = shared[key] = tuple(below(p, preemptor) for p in self._funded_projects)
+            hit = self._alike_of[preemptor] = (ranks, st.shielded_from(preemptor))
         return (self.epoch, id(pool), *hit)
 
     def _skip(self, group, k: int, waits: dict) -> int:

@@ -45,7 +45,7 @@ from scheduling.engine.tree import UNRANKED, FairTree, ancestors
 
 
 def _same_items(a: tuple, b: tuple) -> bool:
-    return len(a) == len(b) and all(map(is_, a, b))
+    return a is b or len(a) == len(b) and all(map(is_, a, b))
 
 
 class RepeatMemo:

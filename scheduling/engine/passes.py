@@ -93,6 +93,7 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
         self._alike_epoch = -1
         self._funded_projects: list[str] = []
         self._alike_of: dict[str, tuple] = {}
+        self._funded_key: tuple[str, ...] = ()
 
     # ---- steps ---------------------------------------------------------------------------
 

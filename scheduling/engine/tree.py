@@ -55,6 +55,27 @@ class TreeNode:
     rank: int = UNRANKED
 
 
+_SHARED: dict[tuple, tuple[dict, dict]] = {}
+
+
+def _shared_memo(sides: tuple) -> tuple[dict, dict]:
+    """The memo of ``strictly_below`` (and of ``pass_memo._alike``'s rank vectors) for trees
+    of these nodes with these sides of 1.
+
+    ``strictly_below`` compares the two siblings where the paths part: ``lv < lp and
+    lv < 1 <= lp``, which is ``lv < 1 <= lp`` alone (the first follows). So its answer
+    depends only on the node set and on which nodes have LFS < 1 and which LFS >= 1, and
+    those move far less often than the usage: a simulator's consecutive passes mostly have
+    the same. Sharing the memo between such trees changes no answer; it only spares
+    recomputing it every pass."""
+    hit = _SHARED.get(sides)
+    if hit is None:
+        if len(_SHARED) >= 256:
+            _SHARED.clear()
+        hit = _SHARED[sides] = ({}, {})
+    return hit
+
+
 @lru_cache(maxsize=4096)
 def ancestors(path: str) -> tuple[str, ...]:
     """("nlp", "nlp/olmo") for "nlp/olmo": the funding chain from the top (cached: a pass
@@ -68,6 +89,9 @@ class FairTree:
         self.nodes = nodes
         self.top = top
         self._below_cache: dict[tuple[str, str], bool] = {}
+        # answers that depend only on which nodes are over and under their share, shared
+        # by every tree of the same nodes and sides (``_shared_memo``): see ``pass_memo._alike``
+        self.alike: dict[tuple, tuple[bool, ...]] = {}
         self._standing_cache: dict[str, tuple[Standing, ...]] = {}
 
     @classmethod
@@ -99,6 +123,13 @@ class FairTree:
         tree = cls(nodes, top)
         counter = [0]
         tree._rank_level(top, counter)
+        tree._below_cache, tree.alike = _shared_memo(
+            (
+                tuple(nodes),
+                tuple(n.lfs < 1.0 for n in nodes.values()),
+                tuple(1.0 <= n.lfs for n in nodes.values()),
+            )
+        )
         return tree
 
     def _rank_level(self, siblings: list[TreeNode], counter: list[int]) -> None:

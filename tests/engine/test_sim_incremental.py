@@ -137,3 +137,26 @@ def test_the_contexts_liens_per_project_equal_those_recomputed_at_every_pass(mon
     jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
     simulator.simulate(sc, jobs, "fairshare", until_s=2 * 86400.0, record_events=False)
     assert len(checked) > 100
+
+
+def test_the_snapshots_shared_tuples_are_the_simulators_jobs_at_every_pass(monkeypatch):
+    """The running and waiting jobs handed to a pass are reused between passes until one
+    changes (``Accounting._running_now``, ``_pending_now``): at every pass of the example
+    replay they are the simulator's current jobs, in its order."""
+    kept = simulator.Simulator._snapshot
+    checked = []
+
+    def checking(sim, t, remaining):
+        snap = kept(sim, t, remaining)
+        assert list(snap.running) == list(sim.running.values())
+        assert list(snap.pending) == list(sim.pending.values())
+        assert all(a is b for a, b in zip(snap.running, sim.running.values(), strict=True))
+        assert all(a is b for a, b in zip(snap.pending, sim.pending.values(), strict=True))
+        checked.append(t)
+        return snap
+
+    monkeypatch.setattr(simulator.Simulator, "_snapshot", checking)
+    sc = load_scenario(str(ROOT / "examples" / "small.yaml"))
+    jobs = load_trace(str(ROOT / "examples" / "small.csv"))
+    simulator.simulate(sc, jobs, "fairshare", until_s=3 * 86400.0, record_events=False)
+    assert len(checked) > 10

@@ -70,8 +70,8 @@ class Accounting:
             t,
             self._nodes(),
             budgets,
-            tuple(self.running.values()),
-            tuple(self.pending.values()),
+            self._running_now(),
+            self._pending_now(),
             self.sc.gpu_types,
             user_usage,
             (),
@@ -79,6 +79,19 @@ class Accounting:
             chain_balances=True,
             displacements=self.displacements,
         )
+
+    def _running_now(self) -> tuple:
+        """The running jobs as a tuple, rebuilt only after one started, stopped or changed
+        (every such change goes through ``_rates``): passes between share it."""
+        if self._running_tuple is None:
+            self._running_tuple = tuple(self.running.values())
+        return self._running_tuple
+
+    def _pending_now(self) -> tuple:
+        """The waiting jobs as a tuple, rebuilt only after one entered or left the queue."""
+        if self._pending_tuple is None:
+            self._pending_tuple = tuple(self.pending.values())
+        return self._pending_tuple
 
     def _nodes(self) -> tuple:
         """The nodes with their drain flags: one tuple until a drain is requested (nodes are
@@ -116,6 +129,7 @@ class Accounting:
 
     def _rates(self, r: RunningJob, sign: int) -> None:
         cost = self.node_cost[r.nodes[0][0]]
+        self._running_tuple = None  # the running set changed
         self.busy += sign * r.gpus
         self.busy_on[self.cluster_of[r.nodes[0][0]]] += sign * r.gpus
         for name, g in r.nodes:

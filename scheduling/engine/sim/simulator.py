@@ -116,6 +116,8 @@ class Simulator(JobLifecycle, Accounting, ResultReport):
             self.user_usage = HardWindowUsage(scenario.window_s)
         self.pending: dict[str, PendingJob] = {}
         self.running: dict[str, RunningJob] = {}
+        self._pending_tuple: tuple | None = None  # Accounting._pending_now
+        self._running_tuple: tuple | None = None  # Accounting._running_now
         self.rate: dict[str, float] = defaultdict(float)  # project -> funded cost-normalised GPUs
         self.user_rate: dict[tuple[str, str], float] = defaultdict(float)
         self.unfunded_rate: dict[str, float] = defaultdict(float)
