@@ -62,9 +62,8 @@ class Accounting:
         return {p: grant - used.get(p, 0.0) for p, grant in self.grants.items()}
 
     def _snapshot(self, t: float, remaining: dict[str, float]) -> Snapshot:
-        budgets = tuple(
-            BudgetNode(p, self.shares[p], self.usage.value(p, t), remaining[p]) for p in self.shares
-        )
+        usage = self._usage_now(t)
+        budgets = tuple(BudgetNode(p, self.shares[p], usage[p], remaining[p]) for p in self.shares)
         user_usage = {k: self.user_usage.value(k, t) for k in self.user_usage.keys()}
         return Snapshot(
             t,
@@ -79,6 +78,15 @@ class Accounting:
             chain_balances=True,
             displacements=self.displacements,
         )
+
+    def _usage_now(self, t: float) -> dict[str, float]:
+        """Each budget node's own windowed usage at ``t``, read once per moment and charge:
+        the snapshot and the standing watch after the pass ask the same (usage moves only
+        when ``_charge`` moves ``charged_to``)."""
+        key = (t, self.charged_to)
+        if self._usage_of is None or self._usage_of[0] != key:
+            self._usage_of = (key, {p: self.usage.value(p, t) for p in self.shares})
+        return self._usage_of[1]
 
     def _running_now(self) -> tuple:
         """The running jobs as a tuple, rebuilt only after one started, stopped or changed

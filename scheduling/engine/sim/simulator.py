@@ -117,6 +117,7 @@ class Simulator(JobLifecycle, Accounting, ResultReport):
         self.pending: dict[str, PendingJob] = {}
         self.running: dict[str, RunningJob] = {}
         self._pending_tuple: tuple | None = None  # Accounting._pending_now
+        self._usage_of: tuple | None = None  # Accounting._usage_now
         self._running_tuple: tuple | None = None  # Accounting._running_now
         self.rate: dict[str, float] = defaultdict(float)  # project -> funded cost-normalised GPUs
         self.user_rate: dict[tuple[str, str], float] = defaultdict(float)
