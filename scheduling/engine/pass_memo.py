@@ -43,7 +43,13 @@ class QueueMemo:
         st = self.st
         if self._alike_epoch != self.epoch:
             self._alike_epoch = self.epoch
-            funded = sorted({r.project for r in st.running.values() if r.funded})
+            # the running set moves only by this pass's starts and preemptions (its budget
+            # floor came before the walk): recount the funded projects only then
+            moved = (len(self.starts), len(self.preempts))
+            funded = self._funded_projects
+            if moved != self._alike_moved:
+                self._alike_moved = moved
+                funded = sorted({r.project for r in st.running.values() if r.funded})
             if funded != self._funded_projects:
                 # the answer per project holds while the funded projects are the same:
                 # the tree and the shields are fixed for the pass

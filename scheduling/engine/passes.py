@@ -94,6 +94,7 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
         self._funded_projects: list[str] = []
         self._alike_of: dict[str, tuple] = {}
         self._funded_key: tuple[str, ...] = ()
+        self._alike_moved: tuple[int, int] | None = None
 
     # ---- steps ---------------------------------------------------------------------------
 
