@@ -21,8 +21,8 @@ under one policy.
 from __future__ import annotations
 
 from bisect import bisect_left
-from itertools import accumulate, compress, count
-from operator import is_, is_not
+from itertools import accumulate, compress, count, repeat
+from operator import eq, is_, is_not
 
 from scheduling.engine.model import PendingJob
 from scheduling.engine.pass_repeat import RepeatMemo
@@ -193,11 +193,16 @@ class PassContext:
         """The group's shape positions and largest liens, after jobs came or left (its
         jobs, shapes and liens are kept in order as they do)."""
         if g.dirty:
-            at: dict[tuple | None, list[int]] = {}
-            for k, key in enumerate(g.keys):
-                at.setdefault(key, []).append(k)
-            g.at = at
-            g.lane = None in at
+            keys = g.keys
+            shapes = dict.fromkeys(keys)  # in order of first occurrence
+            if len(shapes) <= 8:  # most groups hold one or a few shapes: scan at C speed
+                g.at = {s: list(compress(count(), map(eq, keys, repeat(s)))) for s in shapes}
+            else:
+                at: dict[tuple | None, list[int]] = {}
+                for k, key in enumerate(keys):
+                    at.setdefault(key, []).append(k)
+                g.at = at
+            g.lane = None in g.at
             g.most = list(accumulate(reversed(g.bases), max))
             g.most.reverse()
             g.dirty = False

@@ -160,3 +160,37 @@ def test_the_snapshots_shared_tuples_are_the_simulators_jobs_at_every_pass(monke
     jobs = load_trace(str(ROOT / "examples" / "small.csv"))
     simulator.simulate(sc, jobs, "fairshare", until_s=3 * 86400.0, record_events=False)
     assert len(checked) > 10
+
+
+def test_the_contexts_groups_equal_those_rebuilt_from_its_index_at_every_pass(monkeypatch):
+    """Each (project, user) group keeps its jobs, shapes and liens in (submit, id) order as
+    jobs come and go, and rebuilds only its shape positions and largest liens
+    (``PassContext._ready``): after every pass of two saturated Philly days, every group
+    equals one rebuilt from the context's index."""
+    if not PHILLY.exists():
+        pytest.skip("the Philly trace is not on this machine")
+    original = simulator._run_pass
+    checked = []
+
+    def checking(snapshot, context):
+        got = original(snapshot, context)
+        for g in context.groups.values():
+            context._ready(g)
+            rows = [context.by_id[jid] for _, jid in g.order]
+            assert g.jobs == [r[0] for r in rows]
+            assert g.keys == [r[1] for r in rows]
+            assert g.bases == [r[2] for r in rows]
+            at: dict = {}
+            for k, key in enumerate(g.keys):
+                at.setdefault(key, []).append(k)
+            assert g.at == at and list(g.at) == list(at)
+            assert g.lane == (None in at)
+            assert g.most == [max(g.bases[k:]) for k in range(len(g.bases))]
+        checked.append(len(context.groups))
+        return got
+
+    monkeypatch.setattr(simulator, "_run_pass", checking)
+    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
+    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
+    simulator.simulate(sc, jobs, "fairshare", until_s=2 * 86400.0, record_events=False)
+    assert len(checked) > 100 and max(checked) >= 5
