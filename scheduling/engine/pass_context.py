@@ -20,9 +20,9 @@ under one policy.
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_left
-from operator import is_
+from itertools import accumulate, compress, count, repeat
+from operator import eq, is_, is_not
 
 from scheduling.engine.model import PendingJob
 from scheduling.engine.pass_repeat import RepeatMemo
@@ -58,10 +58,13 @@ class Group:
 class PassContext:
     def __init__(self) -> None:
         self.policy = None
-        self.seen: dict[int, PendingJob] = {}  # id(job) -> job: keeps the objects alive
-        self.last: tuple[PendingJob, ...] = ()  # the last snapshot's pending, as given
+        # the last snapshot's pending, as given: the index is of these (they stay alive)
+        self.last: tuple[PendingJob, ...] = ()
         self.groups: dict[tuple[str, str], Group] = {}
         self.by_id: dict[str, tuple[PendingJob, tuple | None, float]] = {}
+        # per project: how many of its filed jobs have each GPUs x protection (pass_repeat)
+        self.base_count: dict[str, dict[float, int]] = {}
+        self._base_sorted: dict[str, list[float]] = {}
         self.repeats = RepeatMemo()  # the last pass that decided nothing (pass_repeat.py)
 
     def queue(self, st) -> tuple[list[PendingJob], list, list[float], list] | None:
@@ -75,9 +78,9 @@ class PassContext:
             self.__init__()
             self.policy = snap.policy
         pending, last = snap.pending, self.last
-        if len(pending) != len(last) or not all(map(is_, pending, last)):
+        if pending is not last and (len(pending) != len(last) or not all(map(is_, pending, last))):
             self.last = ()  # until the update below is complete
-            if not self._update(pending, st):
+            if not self._update(last, pending, st):
                 return None
             self.last = pending
         rank_of, usage = st._rank_of, st._user_usage
@@ -115,17 +118,22 @@ class PassContext:
             i = j
         return jobs, keys, bases, segments
 
-    def _update(self, pending: tuple[PendingJob, ...], st) -> bool:
+    def _update(self, last: tuple, pending: tuple[PendingJob, ...], st) -> bool:
         """File the jobs that appeared, drop those that left (by object identity)."""
-        seen = self.seen
-        now = dict(zip(map(id, pending), pending, strict=True))
-        for k in seen.keys() - now.keys():
-            self._drop(seen[k])
-        for k in now.keys() - seen.keys():
-            if not self._file(now[k], st):
+        change = _diff(last, pending)
+        if change is None:  # reordered throughout: compare as sets
+            seen = {id(j): j for j in last}
+            now = {id(j): j for j in pending}
+            left = [seen[k] for k in seen.keys() - now.keys()]
+            came = [now[k] for k in now.keys() - seen.keys()]
+        else:
+            left, came = change
+        for job in left:
+            self._drop(job)
+        for job in came:
+            if not self._file(job, st):
                 self.__init__()
                 return False
-        self.seen = now
         return True
 
     def _file(self, job: PendingJob, st) -> bool:
@@ -139,8 +147,18 @@ class PassContext:
         item = (job.submit_s, job.id)
         k = bisect_left(g.order, item)
         g.order.insert(k, item)
-        self.by_id[job.id] = (job, shape(job), job.gpus * st.protection(job))
+        base, key = job.gpus * st.protection(job), shape(job)
+        self.by_id[job.id] = (job, key, base)
+        g.jobs.insert(k, job)
+        g.keys.insert(k, key)
+        g.bases.insert(k, base)
         g.dirty = True
+        if job.project:
+            tally = self.base_count.setdefault(job.project, {})
+            n = tally.get(base, 0)
+            tally[base] = n + 1
+            if not n:
+                self._base_sorted.pop(job.project, None)
         return True
 
     def _drop(self, job: PendingJob) -> None:
@@ -148,24 +166,80 @@ class PassContext:
             return
         g = self.groups[(job.project, job.user)]
         k = bisect_left(g.order, (job.submit_s, job.id))
-        del g.order[k]
-        del self.by_id[job.id]
+        del g.order[k], g.jobs[k], g.keys[k], g.bases[k]
+        base = self.by_id.pop(job.id)[2]
         g.dirty = True
+        if job.project:
+            tally = self.base_count[job.project]
+            n = tally[base] - 1
+            if n:
+                tally[base] = n
+            else:
+                del tally[base]
+                self._base_sorted.pop(job.project, None)
+
+    def bases(self) -> dict[str, list[float]]:
+        """Per project with filed jobs, their distinct GPUs x protection, ascending."""
+        out, done = {}, self._base_sorted
+        for project, tally in self.base_count.items():
+            if tally:
+                hit = done.get(project)
+                if hit is None:
+                    hit = done[project] = sorted(tally)
+                out[project] = hit
+        return out
 
     def _ready(self, g: Group) -> Group:
+        """The group's shape positions and largest liens, after jobs came or left (its
+        jobs, shapes and liens are kept in order as they do)."""
         if g.dirty:
-            by_id = self.by_id
-            rows = [by_id[jid] for _, jid in g.order]
-            g.jobs = [r[0] for r in rows]
-            g.keys = [r[1] for r in rows]
-            g.bases = [r[2] for r in rows]
-            g.at = {}
-            for k, key in enumerate(g.keys):
-                g.at.setdefault(key, []).append(k)
+            keys = g.keys
+            shapes = dict.fromkeys(keys)  # in order of first occurrence
+            if len(shapes) <= 8:  # most groups hold one or a few shapes: scan at C speed
+                g.at = {s: list(compress(count(), map(eq, keys, repeat(s)))) for s in shapes}
+            else:
+                at: dict[tuple | None, list[int]] = {}
+                for k, key in enumerate(keys):
+                    at.setdefault(key, []).append(k)
+                g.at = at
             g.lane = None in g.at
-            most, top = [0.0] * len(rows), -math.inf
-            for k in range(len(rows) - 1, -1, -1):
-                top = most[k] = max(top, g.bases[k])
-            g.most = most
+            g.most = list(accumulate(reversed(g.bases), max))
+            g.most.reverse()
             g.dirty = False
         return g
+
+
+MAX_GAPS = 64  # beyond this many mismatches, a set difference is cheaper
+
+
+def _diff(old: tuple, new: tuple) -> tuple[list, list] | None:
+    """(objects of ``old`` not in ``new``, objects of ``new`` not in ``old``), by identity,
+    for two sequences of distinct objects; None past ``MAX_GAPS`` mismatches.
+
+    A queue between two passes mostly keeps its order: a few jobs leave from anywhere, new
+    ones arrive at the end. So walk both in step, comparing runs at C speed: at a mismatch
+    the old object is taken as gone; what remains of ``new`` at the end arrived. An object
+    taken as gone that is among the arrivals only moved, and is neither. (An object of
+    ``new`` matched in step is in ``old``; so every object of ``old`` not matched in step
+    is either absent from ``new`` or among its remaining tail, and the result is exact.)"""
+    i = j = gaps = 0
+    left: list = []
+    while True:
+        k = next(compress(count(), map(is_not, old[i:], new[j:])), None)
+        if k is None:
+            n = min(len(old) - i, len(new) - j)
+            i, j = i + n, j + n
+            break
+        gaps += 1
+        if gaps > MAX_GAPS:
+            return None
+        left.append(old[i + k])
+        i, j = i + k + 1, j + k
+    left += old[i:]
+    came = list(new[j:])
+    if left and came:
+        moved = {id(x) for x in left} & {id(x) for x in came}
+        if moved:
+            left = [x for x in left if id(x) not in moved]
+            came = [x for x in came if id(x) not in moved]
+    return left, came

@@ -43,15 +43,32 @@ class QueueMemo:
         st = self.st
         if self._alike_epoch != self.epoch:
             self._alike_epoch = self.epoch
-            self._funded_projects = sorted({r.project for r in st.running.values() if r.funded})
-        below = st.tree.strictly_below
+            # the running set moves only by this pass's starts and preemptions (its budget
+            # floor came before the walk): recount the funded projects only then
+            moved = (len(self.starts), len(self.preempts))
+            funded = self._funded_projects
+            if moved != self._alike_moved:
+                self._alike_moved = moved
+                funded = sorted({r.project for r in st.running.values() if r.funded})
+            if funded != self._funded_projects:
+                # the answer per project holds while the funded projects are the same:
+                # the tree and the shields are fixed for the pass
+                self._funded_projects = funded
+                self._funded_key = tuple(funded)
+                self._alike_of = {}
         preemptor = job.project
-        return (
-            self.epoch,
-            id(pool),
-            tuple(below(p, preemptor) for p in self._funded_projects),
-            st.shielded_from(preemptor),
-        )
+        hit = self._alike_of.get(preemptor)
+        if hit is None:
+            # the rank vector depends only on the tree's sides of 1 (``tree._shared_memo``)
+            shared, key = st.tree.alike, (self._funded_key, preemptor)
+            ranks = shared.get(key)
+            if ranks is None:
+                if len(shared) >= 4096:  # a memo: bounded, emptied when full
+                    shared.clear()
+                below = st.tree.strictly_below
+                ranks = shared[key] = tuple(below(p, preemptor) for p in self._funded_projects)
+            hit = self._alike_of[preemptor] = (ranks, st.shielded_from(preemptor))
+        return (self.epoch, id(pool), *hit)
 
     def _skip(self, group, k: int, waits: dict) -> int:
         """How many jobs of ``group`` (a ``pass_context.Group``), from its position ``k``

@@ -45,7 +45,7 @@ from scheduling.engine.tree import UNRANKED, FairTree, ancestors
 
 
 def _same_items(a: tuple, b: tuple) -> bool:
-    return len(a) == len(b) and all(map(is_, a, b))
+    return a is b or len(a) == len(b) and all(map(is_, a, b))
 
 
 class RepeatMemo:
@@ -103,11 +103,7 @@ class RepeatMemo:
         if ended is None:
             return None
         if self.bases is None:  # per project, its waiting jobs' distinct GPUs x protection
-            bases: dict[str, set[float]] = {}
-            for job, _, base in context.by_id.values():
-                if job.project:
-                    bases.setdefault(job.project, set()).add(base)
-            self.bases = {p: sorted(b) for p, b in bases.items()}
+            self.bases = context.bases()
         if self.signature is None:
             self.signature = self._signature(last, self.tree, context)
         tree = FairTree.build(snap.budgets)

@@ -92,6 +92,9 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
         self.failed_alike: dict[tuple, int] = {}  # see _alike
         self._alike_epoch = -1
         self._funded_projects: list[str] = []
+        self._alike_of: dict[str, tuple] = {}
+        self._funded_key: tuple[str, ...] = ()
+        self._alike_moved: tuple[int, int] | None = None
 
     # ---- steps ---------------------------------------------------------------------------
 

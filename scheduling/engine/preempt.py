@@ -101,6 +101,7 @@ def _yieldable(st: PassState, pool: Pool, i: int, cache: list):
     now, running = st.now, st.running
     cands = []
     total = unfunded = 0
+    by_project: dict[str, int] = {}  # GPUs of the funded candidates, per project
     for jid, used in pool.jobs[i].items():
         victim = running[jid]
         if not victim.funded:
@@ -108,11 +109,12 @@ def _yieldable(st: PassState, pool: Pool, i: int, cache: list):
             unfunded += used
         elif now >= victim.protected_until_s:
             cands.append((True, -used, jid, used, victim))
+            by_project[victim.project] = by_project.get(victim.project, 0) + used
         else:
             continue
         total += used
     cands.sort()  # by (funded, -used, id): ids are unique on a node, so never by the job
-    hit = cache[i] = (pool.version[i], cands, total, unfunded)
+    hit = cache[i] = (pool.version[i], cands, total, unfunded, tuple(by_project.items()))
     return hit
 
 
@@ -210,14 +212,19 @@ def find_victims(
             hit = cache[i]
             if hit is None or hit[0] != version[i]:
                 hit = _yieldable(st, pool, i, cache)
-            _, yieldable, total, unfunded = hit
+            _, yieldable, total, unfunded, by_project = hit
             if f + total < gpus:
                 continue
             if best_cost is not None and (0 if f + unfunded >= gpus else 1, 1, gpus - f) >= (
                 best_cost
             ):
                 continue
-            found = _node_victims(f, yieldable, gpus, rules.get(i, below) if rules else below)
+            rule = rules.get(i, below) if rules else below
+            if rule is not None and f + unfunded + sum(g for p, g in by_project if rule[p]) < gpus:
+                # even every funded candidate the rank test lets it take is not enough (the
+                # shield only takes more away): _node_victims would find none
+                continue
+            found = _node_victims(f, yieldable, gpus, rule)
             if found is None:
                 continue
             if best_cost is None or found[0] < best_cost:
@@ -233,7 +240,7 @@ def find_victims(
         hit = cache[i]
         if hit is None or hit[0] != version[i]:
             hit = _yieldable(st, pool, i, cache)
-        _, yieldable, total, _ = hit
+        _, yieldable, total, _, _ = hit
         if free[i] + total < size[i]:
             continue
         found = _node_victims(free[i], yieldable, size[i], rules.get(i, below))

@@ -55,6 +55,47 @@ class TreeNode:
     rank: int = UNRANKED
 
 
+@lru_cache(maxsize=64)
+def _layout(given: tuple[str, ...]):
+    """The shape of a tree of the budget paths ``given`` (in the snapshot's order): every
+    path in the order ``FairTree.build`` files it (``given``, then the implicit parents),
+    the implicit parents, (path, parent) in path order (children are linked in that order)
+    and the paths deepest first (usage rolls up in that order). Cached: a caller passing
+    many snapshots of one budget tree (the simulator) builds it once."""
+    known = dict.fromkeys(given)
+    implicit = []
+    for path in sorted(given, key=lambda p: p.count("/"), reverse=True):
+        if "/" in path:
+            for anc in ancestors(path.rsplit("/", 1)[0]):
+                if anc not in known:
+                    known[anc] = None
+                    implicit.append(anc)
+    links = tuple((p, p.rsplit("/", 1)[0] if "/" in p else None) for p in sorted(known))
+    rollup = tuple(sorted(known, key=lambda p: p.count("/"), reverse=True))
+    return tuple(known), tuple(implicit), links, rollup
+
+
+_SHARED: dict[tuple, tuple[dict, dict]] = {}
+
+
+def _shared_memo(sides: tuple) -> tuple[dict, dict]:
+    """The memo of ``strictly_below`` (and of ``pass_memo._alike``'s rank vectors) for trees
+    of these nodes with these sides of 1.
+
+    ``strictly_below`` compares the two siblings where the paths part: ``lv < lp and
+    lv < 1 <= lp``, which is ``lv < 1 <= lp`` alone (the first follows). So its answer
+    depends only on the node set and on which nodes have LFS < 1 and which LFS >= 1, and
+    those move far less often than the usage: a simulator's consecutive passes mostly have
+    the same. Sharing the memo between such trees changes no answer; it only spares
+    recomputing it every pass."""
+    hit = _SHARED.get(sides)
+    if hit is None:
+        if len(_SHARED) >= 256:
+            _SHARED.clear()
+        hit = _SHARED[sides] = ({}, {})
+    return hit
+
+
 @lru_cache(maxsize=4096)
 def ancestors(path: str) -> tuple[str, ...]:
     """("nlp", "nlp/olmo") for "nlp/olmo": the funding chain from the top (cached: a pass
@@ -68,6 +109,9 @@ class FairTree:
         self.nodes = nodes
         self.top = top
         self._below_cache: dict[tuple[str, str], bool] = {}
+        # answers that depend only on which nodes are over and under their share, shared
+        # by every tree of the same nodes and sides (``_shared_memo``): see ``pass_memo._alike``
+        self.alike: dict[tuple, tuple[bool, ...]] = {}
         self._standing_cache: dict[str, tuple[Standing, ...]] = {}
 
     @classmethod
@@ -79,26 +123,30 @@ class FairTree:
             nodes[b.path] = TreeNode(
                 b.path, max(b.share, 0.0), max(b.usage_gpu_s, 0.0), b.remaining_gpu_s, [], None
             )
-        for path in sorted(nodes, key=lambda p: p.count("/"), reverse=True):
-            if "/" in path:
-                parent = path.rsplit("/", 1)[0]
-                for anc in ancestors(parent):
-                    if anc not in nodes:
-                        nodes[anc] = TreeNode(anc, 1.0, 0.0, 0.0, [], None)
+        paths, implicit, links, rollup = _layout(tuple(nodes))
+        for anc in implicit:  # parents missing from the budgets
+            nodes[anc] = TreeNode(anc, 1.0, 0.0, 0.0, [], None)
         top: list[TreeNode] = []
-        for path in sorted(nodes):
+        for path, parent in links:
             node = nodes[path]
-            if "/" in path:
-                node.parent = path.rsplit("/", 1)[0]
-                nodes[node.parent].children.append(node)
+            if parent is not None:
+                node.parent = parent
+                nodes[parent].children.append(node)
             else:
                 top.append(node)
-        for path in sorted(nodes, key=lambda p: p.count("/"), reverse=True):  # step 2
+        for path in rollup:  # step 2
             node = nodes[path]
             node.usage = node.own_usage + sum(c.usage for c in node.children)
         tree = cls(nodes, top)
         counter = [0]
         tree._rank_level(top, counter)
+        tree._below_cache, tree.alike = _shared_memo(
+            (
+                paths,
+                tuple(n.lfs < 1.0 for n in nodes.values()),
+                tuple(1.0 <= n.lfs for n in nodes.values()),
+            )
+        )
         return tree
 
     def _rank_level(self, siblings: list[TreeNode], counter: list[int]) -> None:

@@ -1,3 +1,5 @@
+import random
+
 from scheduling.engine import schedule
 from scheduling.engine.model import BudgetNode, Policy
 from scheduling.engine.tree import FairTree
@@ -90,3 +92,20 @@ def test_within_a_project_the_least_used_user_goes_first_then_submit_time():
     assert one_slot_winner(jobs, user_usage=usage, tree=tree) == ["light"]
     same = [pend("late", "a", 1, submit=9), pend("early", "a", 1, submit=1)]
     assert one_slot_winner(same, tree=tree) == ["early"]
+
+
+def test_trees_with_the_same_sides_of_one_share_the_rank_test_and_answer_alike():
+    """``strictly_below`` depends only on which nodes are over or under their share, so
+    trees that agree on that share its memo (``tree._shared_memo``); each tree's answers
+    equal those computed afresh from its own LFS values."""
+    rng = random.Random(5)
+    paths = ["a", "a/x", "a/y", "b", "b/x", "b/y", "b/y/z", "c"]
+    for _ in range(200):
+        budgets = [
+            BudgetNode(p, rng.choice([1, 2, 3]), rng.choice([0.0, 1.0, 5.0, rng.uniform(0, 9)]))
+            for p in paths
+        ]
+        tree = FairTree.build(budgets)
+        for v in paths + ["", "unknown"]:
+            for p in paths + ["", "unknown"]:
+                assert tree.strictly_below(v, p) == tree._strictly_below(v, p)

@@ -62,19 +62,15 @@ class Accounting:
         return {p: grant - used.get(p, 0.0) for p, grant in self.grants.items()}
 
     def _snapshot(self, t: float, remaining: dict[str, float]) -> Snapshot:
-        budgets = tuple(
-            BudgetNode(p, self.shares[p], self.usage.value(p, t), remaining[p]) for p in self.shares
-        )
+        usage = self._usage_now(t)
+        budgets = tuple(BudgetNode(p, self.shares[p], usage[p], remaining[p]) for p in self.shares)
         user_usage = {k: self.user_usage.value(k, t) for k in self.user_usage.keys()}
-        nodes = tuple(
-            replace(n, drained=True) if n.name in self.drain_req else n for n in self.nodes.values()
-        )
         return Snapshot(
             t,
-            nodes,
+            self._nodes(),
             budgets,
-            tuple(self.running.values()),
-            tuple(self.pending.values()),
+            self._running_now(),
+            self._pending_now(),
             self.sc.gpu_types,
             user_usage,
             (),
@@ -82,6 +78,40 @@ class Accounting:
             chain_balances=True,
             displacements=self.displacements,
         )
+
+    def _usage_now(self, t: float) -> dict[str, float]:
+        """Each budget node's own windowed usage at ``t``, read once per moment and charge:
+        the snapshot and the standing watch after the pass ask the same (usage moves only
+        when ``_charge`` moves ``charged_to``)."""
+        key = (t, self.charged_to)
+        if self._usage_of is None or self._usage_of[0] != key:
+            self._usage_of = (key, {p: self.usage.value(p, t) for p in self.shares})
+        return self._usage_of[1]
+
+    def _running_now(self) -> tuple:
+        """The running jobs as a tuple, rebuilt only after one started, stopped or changed
+        (every such change goes through ``_rates``): passes between share it."""
+        if self._running_tuple is None:
+            self._running_tuple = tuple(self.running.values())
+        return self._running_tuple
+
+    def _pending_now(self) -> tuple:
+        """The waiting jobs as a tuple, rebuilt only after one entered or left the queue."""
+        if self._pending_tuple is None:
+            self._pending_tuple = tuple(self.pending.values())
+        return self._pending_tuple
+
+    def _nodes(self) -> tuple:
+        """The nodes with their drain flags: one tuple until a drain is requested (nodes are
+        only ever added to ``drain_req``), so passes share it (and the engine's layout)."""
+        key = len(self.drain_req)
+        if self._nodes_of is None or self._nodes_of[0] != key:
+            nodes = tuple(
+                replace(n, drained=True) if n.name in self.drain_req else n
+                for n in self.nodes.values()
+            )
+            self._nodes_of = (key, nodes)
+        return self._nodes_of[1]
 
     def _protection(self, s: TraceJob) -> float:
         """The engine's protected window for a start (state.PassState.protection)."""
@@ -107,6 +137,7 @@ class Accounting:
 
     def _rates(self, r: RunningJob, sign: int) -> None:
         cost = self.node_cost[r.nodes[0][0]]
+        self._running_tuple = None  # the running set changed
         self.busy += sign * r.gpus
         self.busy_on[self.cluster_of[r.nodes[0][0]]] += sign * r.gpus
         for name, g in r.nodes:
@@ -114,5 +145,7 @@ class Accounting:
         if r.funded:
             self.rate[r.project] += sign * r.gpus * cost
             self.user_rate[(r.project, r.user)] += sign * r.gpus * cost
+            chain = self.up.get(r.project, ())
+            self.floor.runs.update(chain, r.protected_until_s, r.gpus * cost, sign)
         else:
             self.unfunded_rate[r.project] += sign * r.gpus * cost

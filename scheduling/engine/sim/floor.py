@@ -23,8 +23,9 @@ A pass between replaces the watch.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_right, insort
 from dataclasses import replace
+from itertools import islice
 
 FLOOR_KIND = 6  # simulator._FLOOR
 EPS = 1e-6  # GPU-seconds: a balance this close to zero is spent
@@ -34,6 +35,7 @@ class BudgetFloor:
     def __init__(self, sim) -> None:
         self.sim = sim
         self.token = 0
+        self.runs = FundedRuns()  # kept by the simulator as funded runs start and stop
 
     def watch(self, t: float, after: bool = False, remaining: dict | None = None) -> None:
         """After a pass: schedule the first moment a balance runs out or falls below a
@@ -52,20 +54,14 @@ class BudgetFloor:
 
     def _first_crossing(self, t: float, remaining: dict | None = None) -> float:
         sim = self.sim
-        drains: dict[str, list[tuple[float, float]]] = {}  # node -> (from when, rate)
-        for r in sim.running.values():
-            if not r.funded:
-                continue
-            rate = r.gpus * sim.node_cost[r.nodes[0][0]]
-            for anc in sim.up.get(r.project, ()):
-                drains.setdefault(anc, []).append((max(t, r.protected_until_s), rate))
-        if not drains:
+        runs = self.runs
+        if not runs.parts:
             return math.inf
         if remaining is None:
             remaining = sim.remaining(t)
         targets = self._targets()
         first = math.inf
-        for node, parts in drains.items():
+        for node, parts in runs.parts.items():
             left = remaining.get(node, math.inf)
             target = 0.0
             if left > 0:  # the largest lien it still covers
@@ -73,15 +69,20 @@ class BudgetFloor:
                 k = bisect_right(values, left)
                 target = values[k - 1] if k else 0.0
             left -= target  # the first target the falling balance reaches
-            rate, at = 0.0, t
-            for start, r in sorted(parts) + [(math.inf, 0.0)]:
+            k, rate = runs.past(node, t)
+            if rate > 0 and left <= 0:
+                first = min(first, t)  # spent already
+                continue
+            at = t
+            for start, r in islice(parts, k, None):
                 if rate > 0 and at + left / rate <= start:
                     first = min(first, at + left / rate)
                     break
-                if start == math.inf:
-                    break
                 left -= rate * (start - at)
                 at, rate = start, rate + r
+            else:
+                if rate > 0:
+                    first = min(first, at + left / rate)
         return max(first, t)
 
     def reached(self, t: float, token: int) -> bool:
@@ -104,6 +105,45 @@ class BudgetFloor:
         sim._wake(sim.last_pass + steps * sim.interval)
         self.watch(t, after=True)  # another balance may cross later
         return False
+
+
+class FundedRuns:
+    """What every budget node's balance falls by: per node, the funded runs of its subtree
+    as (protection end, cost-normalised GPUs), sorted. Updated as funded runs start and
+    stop (``Accounting._rates``), so the floor watch does not walk every running job.
+
+    A run pays from its protection end (its lien pays until then): at ``t`` a node's balance
+    falls at the summed rate of the runs whose protection ended by ``t``, summed in the
+    order the watch has always added them (ascending), and the later ones join at their
+    ends. That sum is kept per node until a run starts, stops or crosses its end."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[tuple[float, float]]] = {}
+        self._past: dict[str, tuple[int, float]] = {}  # node -> (runs past their end, rate)
+
+    def update(self, chain: tuple[str, ...], until_s: float, rate: float, sign: int) -> None:
+        item = (until_s, rate)
+        for node in chain:
+            self._past.pop(node, None)
+            if sign > 0:
+                insort(self.parts.setdefault(node, []), item)
+            else:
+                parts = self.parts[node]
+                parts.remove(item)
+                if not parts:
+                    del self.parts[node]
+
+    def past(self, node: str, t: float) -> tuple[int, float]:
+        """(how many of the node's runs are past their protection at ``t``, their rate)."""
+        parts = self.parts[node]
+        k = bisect_right(parts, (t, math.inf))
+        hit = self._past.get(node)
+        if hit is None or hit[0] != k:
+            rate = 0.0
+            for r in sorted(r for _, r in parts[:k]):
+                rate += r
+            hit = self._past[node] = (k, rate)
+        return hit
 
 
 class LienTargets:

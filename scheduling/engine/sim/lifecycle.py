@@ -22,6 +22,7 @@ class JobLifecycle:
         s = state.spec
         self.waiters.add(s.id, s.project, s.cluster, s.gpus * self._protection(s))
         self.lien_targets.add(s)
+        self._pending_tuple = None
         self.pending[s.id] = PendingJob(
             s.id,
             s.project,
@@ -50,6 +51,7 @@ class JobLifecycle:
 
     def _started(self, t: float, s) -> None:
         pj = self.pending.pop(s.job_id)
+        self._pending_tuple = None
         self.waiters.remove(s.job_id)
         self.lien_targets.remove(s.job_id)
         state = self.jobs[s.job_id]

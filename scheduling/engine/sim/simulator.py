@@ -116,6 +116,9 @@ class Simulator(JobLifecycle, Accounting, ResultReport):
             self.user_usage = HardWindowUsage(scenario.window_s)
         self.pending: dict[str, PendingJob] = {}
         self.running: dict[str, RunningJob] = {}
+        self._pending_tuple: tuple | None = None  # Accounting._pending_now
+        self._usage_of: tuple | None = None  # Accounting._usage_now
+        self._running_tuple: tuple | None = None  # Accounting._running_now
         self.rate: dict[str, float] = defaultdict(float)  # project -> funded cost-normalised GPUs
         self.user_rate: dict[tuple[str, str], float] = defaultdict(float)
         self.unfunded_rate: dict[str, float] = defaultdict(float)
@@ -126,6 +129,7 @@ class Simulator(JobLifecycle, Accounting, ResultReport):
         self.heap: list = []
         self.seq = 0
         self.drain_req: dict[str, float] = {}
+        self._nodes_of: tuple | None = None  # (drains requested, nodes): Accounting._nodes
         self.drained_at: dict[str, float | None] = {}
         self.res = SimResult(
             policy,

@@ -52,8 +52,9 @@ class Standings:
         sim = self.sim
         usage: dict[str, float] = {}
         rate: dict[str, float] = {}
+        own = sim._usage_now(t)
         for p in sim.shares:
-            u = sim.usage.value(p, t)
+            u = own[p]
             r = sim.rate.get(p, 0.0)
             for anc in self.up[p]:
                 usage[anc] = usage.get(anc, 0.0) + u

@@ -1,0 +1,196 @@
+"""The simulator's incremental bookkeeping equals what it replaces, recomputed from scratch.
+
+Each structure kept up to date as jobs start, stop and arrive (instead of being rebuilt from
+every running or waiting job each pass) is checked against the plain computation at every
+point of a replay where the simulator reads it: the example lab (drains, an interactive
+pool, unfunded work, two clusters of different cost) and two saturated Philly days. A replay
+decides from these values, so any drift would show as a changed decision much later; here
+it shows at once, with its time.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from bisect import bisect_right
+from pathlib import Path
+
+import pytest
+
+from scheduling.engine.pass_context import _diff
+from scheduling.engine.sim import floor as floor_module
+from scheduling.engine.sim import simulator
+from scheduling.engine.sim.scenario import load_scenario, load_trace
+
+ROOT = Path(__file__).resolve().parents[2]
+PHILLY = Path("/work/shared/traces/philly-vc.csv")
+
+
+def first_crossing_recomputed(watch, t: float, remaining: dict | None) -> float:
+    """The floor watch as it was: every funded running job, every call."""
+    sim = watch.sim
+    drains: dict[str, list[tuple[float, float]]] = {}
+    for r in sim.running.values():
+        if not r.funded:
+            continue
+        rate = r.gpus * sim.node_cost[r.nodes[0][0]]
+        for anc in sim.up.get(r.project, ()):
+            drains.setdefault(anc, []).append((max(t, r.protected_until_s), rate))
+    if not drains:
+        return math.inf
+    if remaining is None:
+        remaining = sim.remaining(t)
+    targets = watch._targets()
+    first = math.inf
+    for node, parts in drains.items():
+        left = remaining.get(node, math.inf)
+        target = 0.0
+        if left > 0:
+            values = targets.get(node, ())
+            k = bisect_right(values, left)
+            target = values[k - 1] if k else 0.0
+        left -= target
+        rate, at = 0.0, t
+        for start, r in sorted(parts) + [(math.inf, 0.0)]:
+            if rate > 0 and at + left / rate <= start:
+                first = min(first, at + left / rate)
+                break
+            if start == math.inf:
+                break
+            left -= rate * (start - at)
+            at, rate = start, rate + r
+    return max(first, t)
+
+
+def replay_checking_the_floor(monkeypatch, scenario, jobs, until) -> int:
+    kept = floor_module.BudgetFloor._first_crossing
+    checked = []
+
+    def both(watch, t, remaining=None):
+        got = kept(watch, t, remaining)
+        assert got == first_crossing_recomputed(watch, t, remaining), t
+        checked.append(got)
+        return got
+
+    monkeypatch.setattr(floor_module.BudgetFloor, "_first_crossing", both)
+    simulator.simulate(scenario, jobs, "fairshare", until_s=until, record_events=False)
+    return sum(1 for t in checked if t < math.inf)
+
+
+def test_the_floor_watch_of_the_example_replay_equals_the_recomputed_one(monkeypatch):
+    sc = load_scenario(str(ROOT / "examples" / "small.yaml"))
+    jobs = load_trace(str(ROOT / "examples" / "small.csv"))
+    assert replay_checking_the_floor(monkeypatch, sc, jobs, 3 * 86400.0) > 0
+
+
+@pytest.mark.skipif(not PHILLY.exists(), reason="the Philly trace is not on this machine")
+def test_the_floor_watch_of_two_saturated_philly_days_equals_the_recomputed_one(monkeypatch):
+    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
+    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
+    assert replay_checking_the_floor(monkeypatch, sc, jobs, 2 * 86400.0) > 0
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_the_queue_diff_equals_the_set_difference(seed):
+    rng = random.Random(seed)
+    objects = [object() for _ in range(rng.randint(0, 60))]
+    old = [x for x in objects if rng.random() < 0.7]
+    new = [x for x in old if rng.random() < 0.9]
+    if rng.random() < 0.3:  # a few moved
+        for _ in range(rng.randint(1, 3)):
+            if new:
+                new.append(new.pop(rng.randrange(len(new))))
+    if rng.random() < 0.1:
+        rng.shuffle(new)
+    new += [x for x in objects if x not in old and rng.random() < 0.5]
+    got = _diff(tuple(old), tuple(new))
+    left = {id(x) for x in old} - {id(x) for x in new}
+    came = {id(x) for x in new} - {id(x) for x in old}
+    if got is None:  # too many mismatches: the caller compares as sets
+        return
+    assert {id(x) for x in got[0]} == left and len(got[0]) == len(left)
+    assert {id(x) for x in got[1]} == came and len(got[1]) == len(came)
+
+
+def test_the_contexts_liens_per_project_equal_those_recomputed_at_every_pass(monkeypatch):
+    """``PassContext.bases`` (kept as jobs are filed and dropped) against the waiting jobs'
+    distinct GPUs x protection per project, read from the whole index, after each pass of
+    two saturated Philly days."""
+    original = simulator._run_pass
+    checked = []
+
+    def checking(snapshot, context):
+        got = original(snapshot, context)
+        if context.last is snapshot.pending:  # the context was brought up to this snapshot
+            expected: dict[str, set[float]] = {}
+            for job, _, base in context.by_id.values():
+                if job.project:
+                    expected.setdefault(job.project, set()).add(base)
+            assert context.bases() == {p: sorted(b) for p, b in expected.items()}
+            checked.append(snapshot.now_s)
+        return got
+
+    monkeypatch.setattr(simulator, "_run_pass", checking)
+    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
+    if not PHILLY.exists():
+        pytest.skip("the Philly trace is not on this machine")
+    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
+    simulator.simulate(sc, jobs, "fairshare", until_s=2 * 86400.0, record_events=False)
+    assert len(checked) > 100
+
+
+def test_the_snapshots_shared_tuples_are_the_simulators_jobs_at_every_pass(monkeypatch):
+    """The running and waiting jobs handed to a pass are reused between passes until one
+    changes (``Accounting._running_now``, ``_pending_now``): at every pass of the example
+    replay they are the simulator's current jobs, in its order."""
+    kept = simulator.Simulator._snapshot
+    checked = []
+
+    def checking(sim, t, remaining):
+        snap = kept(sim, t, remaining)
+        assert list(snap.running) == list(sim.running.values())
+        assert list(snap.pending) == list(sim.pending.values())
+        assert all(a is b for a, b in zip(snap.running, sim.running.values(), strict=True))
+        assert all(a is b for a, b in zip(snap.pending, sim.pending.values(), strict=True))
+        checked.append(t)
+        return snap
+
+    monkeypatch.setattr(simulator.Simulator, "_snapshot", checking)
+    sc = load_scenario(str(ROOT / "examples" / "small.yaml"))
+    jobs = load_trace(str(ROOT / "examples" / "small.csv"))
+    simulator.simulate(sc, jobs, "fairshare", until_s=3 * 86400.0, record_events=False)
+    assert len(checked) > 10
+
+
+def test_the_contexts_groups_equal_those_rebuilt_from_its_index_at_every_pass(monkeypatch):
+    """Each (project, user) group keeps its jobs, shapes and liens in (submit, id) order as
+    jobs come and go, and rebuilds only its shape positions and largest liens
+    (``PassContext._ready``): after every pass of two saturated Philly days, every group
+    equals one rebuilt from the context's index."""
+    if not PHILLY.exists():
+        pytest.skip("the Philly trace is not on this machine")
+    original = simulator._run_pass
+    checked = []
+
+    def checking(snapshot, context):
+        got = original(snapshot, context)
+        for g in context.groups.values():
+            context._ready(g)
+            rows = [context.by_id[jid] for _, jid in g.order]
+            assert g.jobs == [r[0] for r in rows]
+            assert g.keys == [r[1] for r in rows]
+            assert g.bases == [r[2] for r in rows]
+            at: dict = {}
+            for k, key in enumerate(g.keys):
+                at.setdefault(key, []).append(k)
+            assert g.at == at and list(g.at) == list(at)
+            assert g.lane == (None in at)
+            assert g.most == [max(g.bases[k:]) for k in range(len(g.bases))]
+        checked.append(len(context.groups))
+        return got
+
+    monkeypatch.setattr(simulator, "_run_pass", checking)
+    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
+    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
+    simulator.simulate(sc, jobs, "fairshare", until_s=2 * 86400.0, record_events=False)
+    assert len(checked) > 100 and max(checked) >= 5
