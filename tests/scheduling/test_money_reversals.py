@@ -135,18 +135,26 @@ def test_a_cluster_never_synced_charges_to_now_and_its_first_sync_gives_back_the
 def test_charges_before_a_start_the_backend_confirms_later_are_given_back(
     researcher, cluster, frozen
 ):
+    """The pass decided the start at T0 but its dispatch never ran; the cluster, never synced,
+    charges provisionally from the decided start. Reconcile sends the start two minutes late:
+    the attempt cannot have started before, so what was charged before goes back there and
+    protection counts from it, before any sync reports the start (a lost attempt would
+    otherwise keep the charges and the progress of time it never ran)."""
     job = _submit(researcher, duration_s=7200)
     passes.run_pass(cluster.pk)  # decided at T0; its dispatch never ran (no commit here)
     frozen.shift(120 * S)
-    assert sync_cluster(cluster.pk).redispatched == [job.pk]  # really starts now
-    charge_running_jobs()  # to the last sync, from the decided start
+    charge_running_jobs()  # never synced: to now, from the decided start
     assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 120
-    frozen.shift(60 * S)
-    sync_cluster(cluster.pk)  # the backend reports the start it made
+    assert sync_cluster(cluster.pk).redispatched == [job.pk]  # really starts now
     job.refresh_from_db()
     assert job.started_at == T0 + 120 * S
     assert job.protected_until == T0 + 120 * S + 3600 * S
     assert sum(e.gpu_seconds for e in _ledger(job)) == 0
+    assert all(e.reverses_id for e in _ledger(job)[1:])  # appended, never a delete
+    frozen.shift(60 * S)
+    sync_cluster(cluster.pk)  # the backend reports the start it made: the same
+    job.refresh_from_db()
+    assert job.started_at == T0 + 120 * S
     charge_running_jobs()
     assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 60
 
