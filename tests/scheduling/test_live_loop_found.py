@@ -270,6 +270,40 @@ STOPPED_IN_AN_OUTAGE_THEN_FORGOTTEN = [
     ),
 ]
 
+# Found by a random run (ALLOT_STATEFUL_RANDOM=1), not shrunk; not fixed yet, so a strict
+# xfail: the machine expects 3,586 GPU-seconds of job 1000001 (decided during an outage) that
+# the ledger does not hold. It fails on the code before issue 9's last two changes too.
+UNCHARGED_AFTER_A_START_DECIDED_IN_AN_OUTAGE = [
+    ("backend_completing_lag", dict(completing_s=0)),
+    ("outage", dict(down=True)),
+    ("scheduling_pass", {}),
+    ("dispatch", {}),
+    ("time_passes", dict(seconds=82)),
+    ("time_passes", dict(seconds=832)),
+    ("scheduling_pass", {}),
+    ("charge", {}),
+    ("time_passes", dict(seconds=507)),
+    (
+        "an_extension_ends_while_charging_lags",
+        dict(gpus=2, hours=5, lag_s=4754, leaf=0, recover=False),
+    ),
+    (
+        "a_completing_job_preempted_and_restarted",
+        dict(after=62, duration_s=1650, gpus=1, leaf=0, seen_completing=False),
+    ),
+    ("grant_cut_below_commitments", dict(cents_below=300, which=1)),
+    ("grant_cut_below_commitments", dict(cents_below=2000, which="nlp")),
+    ("exceptions_expire", {}),
+    ("scheduling_pass", {}),
+    ("exceptions_expire", {}),
+    ("outage", dict(down=False)),
+    ("scheduling_pass", {}),
+    (
+        "an_end_lands_in_an_outage",
+        dict(after=177, duration_s=1616, gpus=1, leaf=1, outage=False, seen_completing=True),
+    ),
+]
+
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(
@@ -291,6 +325,10 @@ STOPPED_IN_AN_OUTAGE_THEN_FORGOTTEN = [
                 strict=True, reason="a stop during an outage counts progress to Allot's stop"
             ),
         ),
+        pytest.param(
+            UNCHARGED_AFTER_A_START_DECIDED_IN_AN_OUTAGE,
+            marks=pytest.mark.xfail(strict=True, reason="not diagnosed yet"),
+        ),
     ],
     ids=[
         "defunded-before-start",
@@ -304,6 +342,7 @@ STOPPED_IN_AN_OUTAGE_THEN_FORGOTTEN = [
         "cancelled-orphan-still-completing",
         "lost-exactly-at-its-end",
         "stopped-in-an-outage-then-forgotten",
+        "uncharged-after-a-start-decided-in-an-outage",
     ],
 )
 def test_a_found_example_holds_every_invariant(request, monkeypatch, steps):
