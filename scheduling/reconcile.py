@@ -4,7 +4,8 @@ Runs after every backend sync. The database is the source of truth for decisions
 for what actually runs:
 
 1. a committed start the backend never heard of (the worker died between commit and dispatch)
-   is dispatched again — with the same attempt key, so never twice;
+   is dispatched again — with the same attempt key, so never twice — and starts no earlier
+   than that: its start moves there (charges before it given back);
 2. a dispatched attempt the backend lost (still missing when asked again) is requeued;
 3. an attempt the backend reports finished is closed and charged to its end;
 4. a preempted attempt the backend still runs is stopped again, then requeued;
@@ -176,6 +177,23 @@ def _lose(job_id: int, attempt_key: str, why: str, remote: RemoteJob | None = No
 
 
 @transaction.atomic
+def _started_no_earlier(job_id: int, attempt_key: str, sent: datetime) -> None:
+    """Reconcile has just sent a committed start the backend never heard of, maybe hours after
+    the pass decided it (the dispatch was lost, or the backend was down): the attempt cannot
+    have started before ``sent``, so its start moves there, as when the backend reports a
+    later start. Otherwise the decided start stands until the next sync reports the real one,
+    and an attempt lost before that sync (a backend that forgot it) counted the hours between
+    decision and dispatch as progress run, and kept their charges."""
+    job = (
+        Job.objects.select_for_update(of=("self",))
+        .select_related("project", "owner", "cluster")
+        .get(pk=job_id)
+    )
+    if job.state == Job.State.RUNNING and job.attempt_key == attempt_key:
+        accounting.confirm_start(job, sent)
+
+
+@transaction.atomic
 def _confirm_running(job_id: int, remote: RemoteJob) -> None:
     """The backend says when the attempt really started: protection and charges count from
     then (the job row locked, so no charge interleaves)."""
@@ -226,7 +244,9 @@ def reconcile_cluster(
                 report.stopped.append(job.pk)
             elif remote is None:
                 if not job.dispatched:
-                    start_on_backend(job.pk, job.attempt_key)
+                    sent = timezone.now()
+                    if start_on_backend(job.pk, job.attempt_key):
+                        _started_no_earlier(job.pk, job.attempt_key, sent)
                     report.redispatched.append(job.pk)
                 else:
                     # remote_jobs was read before these rows: a dispatch that landed in between

@@ -20,7 +20,7 @@ import datetime as dt
 import pytest
 import time_machine
 
-from budgets.models import Lien, UsageEntry
+from budgets.models import GpuType, Lien, UsageEntry
 from scheduling import dispatch, passes
 from scheduling.accounting import charge_running_jobs
 from scheduling.backends import base as backend_base
@@ -135,18 +135,26 @@ def test_a_cluster_never_synced_charges_to_now_and_its_first_sync_gives_back_the
 def test_charges_before_a_start_the_backend_confirms_later_are_given_back(
     researcher, cluster, frozen
 ):
+    """The pass decided the start at T0 but its dispatch never ran; the cluster, never synced,
+    charges provisionally from the decided start. Reconcile sends the start two minutes late:
+    the attempt cannot have started before, so what was charged before goes back there and
+    protection counts from it, before any sync reports the start (a lost attempt would
+    otherwise keep the charges and the progress of time it never ran)."""
     job = _submit(researcher, duration_s=7200)
     passes.run_pass(cluster.pk)  # decided at T0; its dispatch never ran (no commit here)
     frozen.shift(120 * S)
-    assert sync_cluster(cluster.pk).redispatched == [job.pk]  # really starts now
-    charge_running_jobs()  # to the last sync, from the decided start
+    charge_running_jobs()  # never synced: to now, from the decided start
     assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 120
-    frozen.shift(60 * S)
-    sync_cluster(cluster.pk)  # the backend reports the start it made
+    assert sync_cluster(cluster.pk).redispatched == [job.pk]  # really starts now
     job.refresh_from_db()
     assert job.started_at == T0 + 120 * S
     assert job.protected_until == T0 + 120 * S + 3600 * S
     assert sum(e.gpu_seconds for e in _ledger(job)) == 0
+    assert all(e.reverses_id for e in _ledger(job)[1:])  # appended, never a delete
+    frozen.shift(60 * S)
+    sync_cluster(cluster.pk)  # the backend reports the start it made: the same
+    job.refresh_from_db()
+    assert job.started_at == T0 + 120 * S
     charge_running_jobs()
     assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 60
 
@@ -391,4 +399,55 @@ def test_a_job_preempted_while_still_completing_ends_there_instead_of_running_ag
     passes.run_pass(cluster.pk)
     job.refresh_from_db()
     assert (job.state, job.attempt) == (Job.State.COMPLETED, 1)
+    assert Lien.objects.filter(job_ref=job.pk, released_at__isnull=True).count() == 0
+
+
+@pytest.mark.parametrize("stop_task", [False, True])
+@pytest.mark.parametrize("resumable", [False, True])
+def test_a_job_sent_late_and_preempted_while_completing_is_charged_from_its_real_start(
+    researcher, cluster_admin, cluster, frozen, completing, resumable, stop_task
+):
+    """The pass decided the start at T0 while the backend was down; the retried dispatch task
+    sent it ten minutes later and no sync has reported that start since. Its 30 minutes of
+    work end at 2400 s, Slurm still shows it COMPLETING, and Allot preempts it at 2700 s,
+    charged from the decided start. When reconcile hears the real end, before any pass, the
+    job ends completed and is charged for what really ran: 600 s to 2400 s, not 5 minutes of
+    work counted as 40 (found by the live-loop state machine)."""
+    job = submit_job(
+        researcher,
+        JobRequest(
+            name="t", project="nlp/olmo", cluster="jupiter", gpus=2, min_runtime_s=600,
+            resumable=resumable, sim_duration_s=1800,
+        ),
+    )  # fmt: skip
+    backend = dispatch.backend_for(cluster)
+    backend.set_outage(True)
+    passes.run_pass(cluster.pk)  # decided at T0; its dispatch task waits for the backend
+    job.refresh_from_db()
+    frozen.shift(600 * S)
+    backend.set_outage(False)
+    assert dispatch.start_on_backend(job.pk, job.attempt_key)  # really starts at 600 s
+    frozen.shift(2100 * S)
+    node = cluster.nodes.get(name=job.nodes[0][0])
+    set_node_drain(cluster_admin, node.pk, True, "repair")
+    passes.run_pass(cluster.pk)  # preempted at 2700 s, charged from T0
+    job.refresh_from_db()
+    assert (job.state, job.started_at) == (Job.State.PREEMPTED, T0)
+    if stop_task:  # it finds the job "running" (COMPLETING) and requeues it
+        dispatch.stop_on_backend(job.pk, job.attempt_key)
+        job.refresh_from_db()
+        assert job.state == Job.State.PENDING
+
+    frozen.shift(600 * S)  # past the lag: the backend reports the real start and end
+    assert sync_cluster(cluster.pk).settled == [job.pk]
+    job.refresh_from_db()
+    assert (job.state, job.started_at, job.ended_at) == (
+        Job.State.COMPLETED,
+        T0 + 600 * S,
+        T0 + 2400 * S,
+    )
+    assert job.run_seconds_done == (1800 if resumable else 0)
+    price = GpuType.objects.get(name=node.gpu_type).cost_factor
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 1800
+    assert sum(e.cost_gpu_seconds for e in _ledger(job)) == 2 * 1800 * price
     assert Lien.objects.filter(job_ref=job.pk, released_at__isnull=True).count() == 0
