@@ -3,7 +3,9 @@ snapshots (at most 4 nodes and 8 jobs, random two-level trees and usage).
 
 The oracle knows only the rules, not the engine's search: who may preempt whom (unfunded
 work; funded work past its protection whose project ranks strictly below, by
-``FairTree.strictly_below``), gang placement (one node, or whole nodes), protection ends.
+``FairTree.strictly_below``), the budget floor (funded work past its protection whose project
+has no balance left runs unfunded from this pass on), gang placement (one node, or whole
+nodes), protection ends.
 """
 
 from __future__ import annotations
@@ -101,8 +103,19 @@ def small_snapshots(draw):
 # ---- the oracle ------------------------------------------------------------------------------
 
 
-def legal_victim(tree: FairTree, victim: RunningJob, preemptor: str, now: float) -> bool:
-    if not victim.funded:
+def funded(snap: Snapshot, job: RunningJob) -> bool:
+    """The budget floor: a funded run past its protection whose project has no balance left
+    is defunded in this very pass, so anyone may preempt it (the generated snapshots give
+    balances per node without ``chain_balances``: only the project's own counts)."""
+    if not job.funded:
+        return False
+    money = {b.path: b.remaining_gpu_s for b in snap.budgets}
+    return snap.now_s < job.protected_until_s or money.get(job.project, 0.0) > 0
+
+
+def legal_victim(snap: Snapshot, tree: FairTree, victim: RunningJob, preemptor: str) -> bool:
+    now = snap.now_s
+    if not funded(snap, victim):
         return True
     return now >= victim.protected_until_s and tree.strictly_below(victim.project, preemptor)
 
@@ -112,7 +125,7 @@ def could_start(snap: Snapshot, job: PendingJob, excluded_nodes=frozenset()) -> 
     (one node, or whole nodes), leaving out ``excluded_nodes``?"""
     tree = FairTree.build(snap.budgets)
     nodes = [n for n in snap.nodes if not n.drained and n.name not in excluded_nodes]
-    legal = [r for r in snap.running if legal_victim(tree, r, job.project, snap.now_s)]
+    legal = [r for r in snap.running if legal_victim(snap, tree, r, job.project)]
     for k in range(len(legal) + 1):
         for victims in combinations(legal, k):
             gone = {v.id for v in victims}
@@ -142,12 +155,13 @@ def queue(snap: Snapshot) -> list[PendingJob]:
 
 def countable_gpus(snap: Snapshot, job: PendingJob, at: float) -> int:
     """GPUs ``job`` can count on at time ``at``: free now, unfunded work (it yields at
-    once), funded work it may preempt once its protection has ended by then."""
+    once; defunded work too), funded work it may preempt once its protection has ended by
+    then."""
     tree = FairTree.build(snap.budgets)
     total = sum(n.gpus for n in snap.nodes if not n.drained)
     busy = 0
     for r in snap.running:
-        if not r.funded:
+        if not funded(snap, r):
             continue
         if tree.strictly_below(r.project, job.project) and r.protected_until_s <= at:
             continue
@@ -235,8 +249,30 @@ def test_no_waiting_funded_job_is_overtaken_on_its_held_gpus_by_worse_ranked_fun
         break
 
 
+# A random run's case: b/x's 1-GPU run is past its protection with nothing left, so this pass
+# defunds it and p0 (b/y) may count on its GPU, though b/x does not rank below b/y; with a's
+# protection end p0 has its 8 GPUs at NOW + 600. The oracle used to ignore the budget floor.
+DEFUNDED_CASE = Snapshot(
+    NOW,
+    (Node("c-00", "c", "H100", 4), Node("c-01", "c", "H100", 4)),
+    (
+        BudgetNode("a", 1, 100, RICH),
+        BudgetNode("b", 1, 0, RICH),
+        BudgetNode("b/x", 1, 0, 0.0),
+        BudgetNode("b/y", 1, 0, RICH),
+    ),
+    (
+        RunningJob("r0", "b/x", "u", 1, (("c-00", 1),), NOW - 3600, NOW - 100, True),
+        RunningJob("r1", "a", "u", 3, (("c-00", 3),), NOW - 3600, NOW + 600, True),
+    ),
+    (PendingJob("p0", "b/y", "u", 8, 0, 0),),
+    {"H100": 1.0},
+)
+
+
 @SETTINGS
 @given(small_snapshots())
+@example(DEFUNDED_CASE)
 def test_an_estimate_never_relies_on_a_forbidden_preemption(snap):
     d = schedule(snap)
     pending = {j.id: j for j in snap.pending}

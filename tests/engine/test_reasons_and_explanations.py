@@ -49,6 +49,28 @@ def test_an_estimate_counts_on_work_it_may_preempt():
     assert [d.pending[f"j{i}"].estimated_start_s for i in range(2)] == [NOW + 3600] * 2
 
 
+def test_a_hold_counts_on_a_run_the_budget_floor_defunds_and_on_no_funded_run_above_it():
+    # p0 (b/y) needs both 4-GPU nodes. On c-00: a's run, which ranks below b/y (protected for
+    # 600 s more), and b/x's 1-GPU run, past its protection; b/x does not rank below b/y.
+    tree = budgets(("a", 1, 100), ("b", 1, 0), ("b/x", 1, 0, 0.0), ("b/y", 1, 0))
+    running = [
+        run("x", "b/x", 1, "c-00", protected_until=NOW - 100),
+        run("a", "a", 3, "c-00", protected_until=NOW + 600),
+    ]
+    jobs = [pend("p0", "b/y", 8, min_runtime=0)]
+    d = schedule(snap(nodes(2, gpus=4), tree, running, jobs))
+    # b/x has nothing left: this pass defunds x, so anyone may preempt it and p0 counts on it.
+    assert [f.job_id for f in d.defunded] == ["x"]
+    assert d.reservations[0].start_s == NOW + 600
+    assert d.pending["p0"].estimated_start_s == NOW + 600
+    # Funded, x need not yield to p0: the hold has no known time, and p0 no estimate.
+    funded = budgets(("a", 1, 100), ("b", 1, 0), ("b/x", 1, 0), ("b/y", 1, 0))
+    d = schedule(snap(nodes(2, gpus=4), funded, running, jobs))
+    assert d.defunded == () and d.reservations[0].start_s == math.inf
+    assert d.pending["p0"].estimated_start_s is None
+    assert "waits for jobs of b/x to finish" in d.pending["p0"].message
+
+
 def test_positions_count_per_cluster():
     all_nodes = nodes(1, cluster="x") + nodes(1, cluster="y")
     running = [
