@@ -205,12 +205,12 @@ LOST_EXACTLY_AT_ITS_END = [
     ),
 ]
 
-# Not fixed yet, so a strict xfail: a resumable job whose 681 s of work ended during an
-# outage is preempted by a pass 16 h later, the backend still down; closed there, it counts
-# 16 h of progress (and charges), and when the backend answers it has forgotten the attempt,
-# so nothing settles it: requeued, its restart runs 1 s. Found when the rule
-# a_completing_job_preempted_then_heard changed the examples drawn; it fails (otherwise) on
-# the code before that rule too.
+# A resumable job whose 681 s of work ended during an outage is preempted by a pass 16 h
+# later, the backend still down; closed there, it counted 16 h of progress (and charges), and
+# when the backend answered it had forgotten the attempt, so nothing settled it: requeued, its
+# restart ran 1 s. Found when the rule a_completing_job_preempted_then_heard changed the
+# examples drawn. A preempted attempt the backend no longer knows is now settled, charges and
+# progress, to the cluster's last sync before it is requeued, as a lost running one.
 STOPPED_IN_AN_OUTAGE_THEN_FORGOTTEN = [
     ("backend_completing_lag", dict(completing_s=60)),
     ("reconcile", {}),
@@ -319,12 +319,7 @@ UNCHARGED_AFTER_A_START_DECIDED_IN_AN_OUTAGE = [
         PREEMPTED_WHILE_COMPLETING_AFTER_A_LATE_START,
         CANCELLED_ORPHAN_STILL_COMPLETING,
         LOST_EXACTLY_AT_ITS_END,
-        pytest.param(
-            STOPPED_IN_AN_OUTAGE_THEN_FORGOTTEN,
-            marks=pytest.mark.xfail(
-                strict=True, reason="a stop during an outage counts progress to Allot's stop"
-            ),
-        ),
+        STOPPED_IN_AN_OUTAGE_THEN_FORGOTTEN,
         pytest.param(
             UNCHARGED_AFTER_A_START_DECIDED_IN_AN_OUTAGE,
             marks=pytest.mark.xfail(strict=True, reason="not diagnosed yet"),
