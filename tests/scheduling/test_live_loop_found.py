@@ -270,12 +270,13 @@ STOPPED_IN_AN_OUTAGE_THEN_FORGOTTEN = [
     ),
 ]
 
-# Not fixed yet, so a strict xfail: the next failure of the default run once
-# STOPPED_IN_AN_OUTAGE_THEN_FORGOTTEN passed (it fails on the code before that fix too). A
-# resumable 300 s job decided during an outage on a cluster never synced, charged from that
-# decision, is sent 30 s late (no sync confirms the start), its work ends, and a pass preempts
-# it; the sync that hears its real start and end leaves none of its charges, where the machine
-# expects them from the real start to the real end (4 GPUs x 300 s).
+# The default run's next failure once STOPPED_IN_AN_OUTAGE_THEN_FORGOTTEN passed. A 300 s job
+# decided during an outage on a cluster never synced is charged from that decision to the
+# moment its start is sent 30 s late, then (preempted after its work ended) from there to the
+# stop. The sync that heard its real start (that moment) gave back every charge to charge the
+# span from it again, but a charge from that moment existed already, reversed, so nothing was
+# charged anew (a job interval is charged once): the job kept none of its 300 s. A charge
+# beginning exactly at the real start now stands; only those before it go back.
 PREEMPTED_BEFORE_ITS_START_WAS_CONFIRMED = [
     ("backend_completing_lag", dict(completing_s=0)),
     ("charge", {}),
@@ -288,9 +289,10 @@ PREEMPTED_BEFORE_ITS_START_WAS_CONFIRMED = [
     ),
 ]
 
-# Found by a random run (ALLOT_STATEFUL_RANDOM=1), not shrunk; not fixed yet, so a strict
-# xfail: the machine expects 3,586 GPU-seconds of job 1000001 (decided during an outage) that
-# the ledger does not hold. It fails on the code before issue 9's last two changes too.
+# Found by a random run (ALLOT_STATEFUL_RANDOM=1), not shrunk: the machine expected 3,586
+# GPU-seconds of job 1000001 (decided during an outage) that the ledger did not hold. It
+# passes since a charge beginning exactly at a real start confirmed late stands (as in
+# PREEMPTED_BEFORE_ITS_START_WAS_CONFIRMED).
 UNCHARGED_AFTER_A_START_DECIDED_IN_AN_OUTAGE = [
     ("backend_completing_lag", dict(completing_s=0)),
     ("outage", dict(down=True)),
@@ -338,14 +340,8 @@ UNCHARGED_AFTER_A_START_DECIDED_IN_AN_OUTAGE = [
         CANCELLED_ORPHAN_STILL_COMPLETING,
         LOST_EXACTLY_AT_ITS_END,
         STOPPED_IN_AN_OUTAGE_THEN_FORGOTTEN,
-        pytest.param(
-            PREEMPTED_BEFORE_ITS_START_WAS_CONFIRMED,
-            marks=pytest.mark.xfail(strict=True, reason="not diagnosed yet"),
-        ),
-        pytest.param(
-            UNCHARGED_AFTER_A_START_DECIDED_IN_AN_OUTAGE,
-            marks=pytest.mark.xfail(strict=True, reason="not diagnosed yet"),
-        ),
+        PREEMPTED_BEFORE_ITS_START_WAS_CONFIRMED,
+        UNCHARGED_AFTER_A_START_DECIDED_IN_AN_OUTAGE,
     ],
     ids=[
         "defunded-before-start",

@@ -186,6 +186,36 @@ def test_a_late_confirmed_restart_gives_back_only_its_own_early_charges(
     assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 600  # the first attempt stays paid
 
 
+def test_a_charge_that_begins_at_a_start_confirmed_late_stands(researcher, cluster, frozen):
+    """The pass decided the start at T0 while the backend was down; the cluster, never synced,
+    charges to now: [T0, 30 s) when the retried dispatch sends it, at 30 s, then from there.
+    The sync that reports the real start (30 s) gives back the charge before it; the one
+    beginning at it stands. Giving back every charge to charge the span from the real start
+    again charged nothing (a charge from 30 s exists, and a job interval is charged once):
+    the job kept none of its run (found by the live-loop state machine)."""
+    job = _submit(researcher, duration_s=7200)
+    backend = dispatch.backend_for(cluster)
+    backend.set_outage(True)
+    passes.run_pass(cluster.pk)  # decided at T0; its dispatch task waits for the backend
+    frozen.shift(30 * S)
+    charge_running_jobs()  # never synced: to now, from the decided start
+    backend.set_outage(False)
+    job.refresh_from_db()
+    assert dispatch.start_on_backend(job.pk, job.attempt_key)  # really starts at 30 s
+    frozen.shift(600 * S)
+    charge_running_jobs()
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 630
+    sync_cluster(cluster.pk)  # reports the real start
+    job.refresh_from_db()
+    assert (job.started_at, job.last_charged_at) == (T0 + 30 * S, T0 + 630 * S)
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 600
+    assert sum(e.cost_gpu_seconds for e in _ledger(job)) == 2 * 600
+    frozen.shift(60 * S)
+    sync_cluster(cluster.pk)
+    charge_running_jobs()
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 660
+
+
 def _ended_in_an_outage(researcher, cluster, frozen, run_pass, synced=True):
     """A resumable 2-GPU job (protected 600 s) whose work ends at 1800 s while the backend
     is down; 40 minutes in, still down, Allot has not heard of the end. The last sync that
