@@ -349,7 +349,8 @@ def confirm_start(job: Job, started: datetime) -> None:
     real start charged again, as new charges on the real start's grid: a charge the real
     start falls into cannot keep a partial reversal (trimmed to whole seconds it would leave
     the run up to a second per GPU short, and a charge takes one reversal only, so a real end
-    learnt later could not give its tail back)."""
+    learnt later could not give its tail back). A charge that begins exactly at the real start
+    straddles nothing: it and those after it stand, and only those before it go back."""
     from budgets import ledger
 
     if job.started_at is None or started - job.started_at < timedelta(seconds=1):
@@ -363,10 +364,14 @@ def confirm_start(job: Job, started: datetime) -> None:
     # room for one reversal only: when the real end is learnt later too (a job that ran
     # briefly), its tail beyond the end could not be given back. So whenever something was
     # charged past the real start, every charge is given back and the span charged again.
+    # Unless a charge begins exactly at the real start (charging ran to the moment the start
+    # was sent, which is then the real one): none straddles it, those before it go back whole
+    # and the rest stand; a new charge from there would be that charge again, recorded once.
     regrid = (
         charged
         and job.funded
         and (delta % timedelta(seconds=1) != timedelta(0) or charged_to > started)
+        and not _a_charge_begins_at(job, started)
     )
     if regrid:
         ledger.reverse_usage_since(job.pk, job.started_at)
@@ -389,6 +394,15 @@ def confirm_start(job: Job, started: datetime) -> None:
         # for seconds now given back (an extension that ended while the start was unknown)
         # goes back to the budget.
         shrink_protection_lien(job, job.protected_until)
+
+
+def _a_charge_begins_at(job: Job, at: datetime) -> bool:
+    """Whether one of this attempt's charges (not a reversal) begins at ``at``."""
+    from budgets.models import UsageEntry
+
+    return UsageEntry.objects.filter(
+        job_ref=job.pk, interval_start=at, reverses__isnull=True
+    ).exists()
 
 
 # Settling an attempt Allot stopped after its work had ended lives in scheduling.settling;

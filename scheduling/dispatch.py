@@ -183,15 +183,22 @@ def stop_on_backend(job_id: int, attempt_key: str, cancel: bool = False) -> None
             return
     fault_point("stop.after_backend")  # stopped on the backend, not yet requeued
     if job.state == Job.State.PREEMPTED and job.attempt_key == attempt_key:
-        requeue_preempted(job.pk, attempt_key)
+        requeue_preempted(job.pk, attempt_key, forgotten=remote is None)
 
 
 @transaction.atomic
-def requeue_preempted(job_id: int, attempt_key: str) -> None:
+def requeue_preempted(job_id: int, attempt_key: str, forgotten: bool = False) -> None:
+    """Requeue a preempted job whose attempt is stopped. ``forgotten``: the backend, asked
+    just before, no longer knows that attempt (it forgot a job that ended during an outage,
+    or lost it), so the attempt is first settled to where the backend last confirmed it
+    running (``settling.settle_forgotten_attempt``), in the same transaction."""
+    from scheduling import settling
     from scheduling.transitions import transition
 
-    requeue = Job.objects.select_for_update().get(pk=job_id)
+    requeue = Job.objects.select_for_update(of=("self",)).select_related("cluster").get(pk=job_id)
     if requeue.state == Job.State.PREEMPTED and requeue.attempt_key == attempt_key:
+        if forgotten:
+            settling.settle_forgotten_attempt(requeue)
         transition(
             requeue,
             Job.State.PENDING,

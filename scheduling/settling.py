@@ -44,14 +44,16 @@ def confirm_stopped_start(job: Job, started: datetime) -> None:
     Job.objects.filter(pk=job.pk).update(run_seconds_done=job.run_seconds_done)
 
 
-def settle_late_end(job: Job, ended: datetime) -> int:
+def settle_late_end(job: Job, ended: datetime, *, forgotten: bool = False) -> int:
     """Allot closed this attempt itself (preemption, cancel) and charged it to that close,
     but the backend now says its work had already ended at ``ended`` (during an outage, or
     while Slurm still showed it COMPLETING). What was charged beyond ``ended`` is given back
     by reversal rows and the job's end moves there, with a timeline event. Once only: the
     second time, nothing lies beyond ``ended`` any more. The caller holds the job row and has
-    checked that ``job``'s current attempt is the one that ended. Returns the cost-GPU-seconds
-    given back."""
+    checked that ``job``'s current attempt is the one that ended. ``forgotten``: the backend
+    no longer knows the attempt, and ``ended`` is where it last confirmed it running
+    (``settle_forgotten_attempt``); the timeline says so. Returns the cost-GPU-seconds given
+    back."""
     from budgets import ledger
 
     if job.started_at is None or job.last_charged_at is None:
@@ -69,14 +71,58 @@ def settle_late_end(job: Job, ended: datetime) -> int:
     Job.objects.filter(pk=job.pk).update(**fields)
     for name, value in fields.items():
         setattr(job, name, value)
-    JobEvent.objects.create(
-        job=job,
-        at=ended,
-        kind="charges_settled",
-        message=f"its work had already ended at {ended:%Y-%m-%d %H:%M:%S} UTC on the cluster, "
-        f"before Allot stopped it at {was:%Y-%m-%d %H:%M:%S} UTC: charges after the real end "
-        f"given back ({given} cost-GPU-seconds)",
-    )
+    if forgotten:
+        message = (
+            f"the cluster no longer knows this attempt, which it last confirmed running at "
+            f"{ended:%Y-%m-%d %H:%M:%S} UTC, before Allot stopped it at "
+            f"{was:%Y-%m-%d %H:%M:%S} UTC: charges after that given back ({given} "
+            "cost-GPU-seconds)"
+        )
+    else:
+        message = (
+            f"its work had already ended at {ended:%Y-%m-%d %H:%M:%S} UTC on the cluster, "
+            f"before Allot stopped it at {was:%Y-%m-%d %H:%M:%S} UTC: charges after the real "
+            f"end given back ({given} cost-GPU-seconds)"
+        )
+    JobEvent.objects.create(job=job, at=ended, kind="charges_settled", message=message)
+    return given
+
+
+def settle_forgotten_attempt(job: Job) -> int:
+    """Allot preempted this attempt, closing it at its stop (charges and a resumable job's
+    progress counted to there), and the backend, asked since, no longer knows it: it forgot
+    a job that ended during an outage (as Slurm forgets finished jobs after ``MinJobAge``), or
+    lost it. Its real end is unknown, so it is settled as ``reconcile._lose`` closes a running
+    attempt the backend no longer knows: it ran at least until the cluster's last successful
+    sync (never before its start), and Allot counts its charges and its progress no further.
+    What was charged beyond that moment is given back (``settle_late_end``: reversal rows and
+    a ``charges_settled`` event), the attempt ends there, and a resumable job keeps the
+    progress up to it only. On a cluster never synced nothing confirmed the attempt running:
+    its charges stay to the stop, provisional as any there, and it keeps no progress.
+    Nothing changes when the stop came no later than the last sync. The caller holds the job
+    row, has checked that it is still preempted at this attempt, and requeues it in the same
+    transaction (so this runs once per attempt). Returns the cost-GPU-seconds given back."""
+    stopped, started = job.ended_at, job.started_at
+    if stopped is None or started is None:
+        return 0
+    seen = job.cluster.last_sync_at
+    if seen is not None and seen >= stopped:
+        return 0
+    last_seen = started if seen is None else min(max(seen, started), stopped)
+    given = 0
+    if seen is not None:
+        given = settle_late_end(job, last_seen, forgotten=True)
+    fields = {}
+    if seen is not None and job.ended_at is not None and job.ended_at > last_seen:
+        fields["ended_at"] = last_seen  # settle_late_end moves it only when it gave back
+    if job.resumable:
+        counted = max(0, int((stopped - started).total_seconds()))  # as close_run counted it
+        kept = max(0, int((last_seen - started).total_seconds()))
+        fields["run_seconds_done"] = max(0, job.run_seconds_done - counted + kept)
+    if fields:
+        Job.objects.filter(pk=job.pk).update(**fields)
+        for name, value in fields.items():
+            setattr(job, name, value)
     return given
 
 
