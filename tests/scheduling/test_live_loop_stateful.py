@@ -210,12 +210,6 @@ def keep_sequences(request) -> None:
     request.addfinalizer(lambda: _set_sequences(sequences))
 
 
-def _rule_once_fixed(**_strategies):
-    """Keeps a rule written but out of the machine (its method stays callable by the found
-    examples) until the gap it finds is fixed: then it becomes ``@rule``."""
-    return lambda method: method
-
-
 class LiveLoop(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
@@ -565,11 +559,7 @@ class LiveLoop(RuleBasedStateMachine):
             return job
         return None
 
-    # Not a rule yet: it finds a gap not fixed (a stop during an outage of an attempt the
-    # backend then forgets counts its progress and charges to Allot's stop; the strict xfail
-    # stopped-in-an-outage-then-forgotten in test_live_loop_found.py), so with it the default
-    # run fails. Its checks run in test_money_reversals.py and the found examples meanwhile.
-    @_rule_once_fixed(
+    @rule(
         after=st.integers(min_value=0, max_value=230),
         late_s=st.sampled_from([0, 45, 600]),
         stop_task=st.booleans(),
