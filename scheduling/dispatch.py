@@ -183,22 +183,15 @@ def stop_on_backend(job_id: int, attempt_key: str, cancel: bool = False) -> None
             return
     fault_point("stop.after_backend")  # stopped on the backend, not yet requeued
     if job.state == Job.State.PREEMPTED and job.attempt_key == attempt_key:
-        requeue_preempted(job.pk, attempt_key, forgotten=remote is None)
+        requeue_preempted(job.pk, attempt_key)
 
 
 @transaction.atomic
-def requeue_preempted(job_id: int, attempt_key: str, forgotten: bool = False) -> None:
-    """Requeue a preempted job whose attempt is stopped. ``forgotten``: the backend, asked
-    just before, no longer knows that attempt (it forgot a job that ended during an outage,
-    or lost it), so the attempt is first settled to where the backend last confirmed it
-    running (``settling.settle_forgotten_attempt``), in the same transaction."""
-    from scheduling import settling
+def requeue_preempted(job_id: int, attempt_key: str) -> None:
     from scheduling.transitions import transition
 
-    requeue = Job.objects.select_for_update(of=("self",)).select_related("cluster").get(pk=job_id)
+    requeue = Job.objects.select_for_update().get(pk=job_id)
     if requeue.state == Job.State.PREEMPTED and requeue.attempt_key == attempt_key:
-        if forgotten:
-            settling.settle_forgotten_attempt(requeue)
         transition(
             requeue,
             Job.State.PENDING,
@@ -226,15 +219,12 @@ ENDED_ON_ITS_OWN = (RemoteState.COMPLETED, RemoteState.FAILED)
 def settle_stopped_attempt(job_id: int, remote: RemoteJob) -> int:
     """The backend reports that an attempt Allot preempted or cancelled had finished on its
     own, at ``remote.ended_at``: give back what was charged beyond that real end
-    (``settling.settle_late_end``; once only), while the job's current attempt is that one
+    (``accounting.settle_late_end``; once only), while the job's current attempt is that one
     (preempted, cancelled, or requeued and not restarted); a preempted one then ends as the
-    backend says instead of running again (``_close_stopped``). A real start the backend
-    reports and no sync had confirmed (a dispatch sent late) is confirmed first, so charges,
-    progress and the run's length count from it (``settling.confirm_stopped_start``). An
-    earlier attempt of a job restarted since is settled up to the newer attempt's start, whose
-    charges are not its own (``settling.settle_earlier_attempt``). Returns the
-    cost-GPU-seconds given back."""
-    from scheduling import settling
+    backend says instead of running again (``_close_stopped``). An earlier attempt of a job
+    restarted since is settled up to the newer attempt's start, whose charges are not its
+    own (``accounting.settle_earlier_attempt``). Returns the cost-GPU-seconds given back."""
+    from scheduling import accounting
 
     if remote.state not in ENDED_ON_ITS_OWN or remote.ended_at is None:
         return 0
@@ -245,14 +235,12 @@ def settle_stopped_attempt(job_id: int, remote: RemoteJob) -> int:
     if job.attempt_key != remote.attempt_key:
         # A pass restarted the job before the backend reported this attempt's real end.
         earlier = attempt_of(remote.attempt_key, job.pk)
-        return settling.settle_earlier_attempt(job, earlier, ended) if earlier else 0
+        return accounting.settle_earlier_attempt(job, earlier, ended) if earlier else 0
     stopped = (Job.State.PREEMPTED, Job.State.CANCELLED, Job.State.PENDING)
     if job.state not in stopped:
         return 0
     stopped_at = job.ended_at
-    if remote.started_at is not None:
-        settling.confirm_stopped_start(job, datetime.fromtimestamp(remote.started_at, tz=UTC))
-    given = settling.settle_late_end(job, ended)
+    given = accounting.settle_late_end(job, ended)
     if job.state != Job.State.CANCELLED and stopped_at is not None and ended <= stopped_at:
         _close_stopped(job, remote, ended, stopped_at)
     return given
