@@ -349,7 +349,8 @@ def confirm_start(job: Job, started: datetime) -> None:
     real start charged again, as new charges on the real start's grid: a charge the real
     start falls into cannot keep a partial reversal (trimmed to whole seconds it would leave
     the run up to a second per GPU short, and a charge takes one reversal only, so a real end
-    learnt later could not give its tail back)."""
+    learnt later could not give its tail back). A charge that begins exactly at the real start
+    straddles nothing: it and those after it stand, and only those before it go back."""
     from budgets import ledger
 
     if job.started_at is None or started - job.started_at < timedelta(seconds=1):
@@ -363,10 +364,14 @@ def confirm_start(job: Job, started: datetime) -> None:
     # room for one reversal only: when the real end is learnt later too (a job that ran
     # briefly), its tail beyond the end could not be given back. So whenever something was
     # charged past the real start, every charge is given back and the span charged again.
+    # Unless a charge begins exactly at the real start (charging ran to the moment the start
+    # was sent, which is then the real one): none straddles it, those before it go back whole
+    # and the rest stand; a new charge from there would be that charge again, recorded once.
     regrid = (
         charged
         and job.funded
         and (delta % timedelta(seconds=1) != timedelta(0) or charged_to > started)
+        and not _a_charge_begins_at(job, started)
     )
     if regrid:
         ledger.reverse_usage_since(job.pk, job.started_at)
@@ -391,73 +396,15 @@ def confirm_start(job: Job, started: datetime) -> None:
         shrink_protection_lien(job, job.protected_until)
 
 
-def settle_late_end(job: Job, ended: datetime) -> int:
-    """Allot closed this attempt itself (preemption, cancel) and charged it to that close,
-    but the backend now says its work had already ended at ``ended`` (during an outage, or
-    while Slurm still showed it COMPLETING). What was charged beyond ``ended`` is given back
-    by reversal rows and the job's end moves there, with a timeline event. Once only: the
-    second time, nothing lies beyond ``ended`` any more. The caller holds the job row and has
-    checked that ``job``'s current attempt is the one that ended. Returns the cost-GPU-seconds
-    given back."""
-    from budgets import ledger
+def _a_charge_begins_at(job: Job, at: datetime) -> bool:
+    """Whether one of this attempt's charges (not a reversal) begins at ``at``."""
+    from budgets.models import UsageEntry
 
-    if job.started_at is None or job.last_charged_at is None:
-        return 0
-    ended = max(ended, job.started_at)
-    if ended >= job.last_charged_at:
-        return 0
-    given = ledger.reverse_usage_after(job.pk, ended, job.gpus)
-    was = job.last_charged_at
-    fields = {"last_charged_at": ended}
-    if job.ended_at is not None and job.ended_at > ended:
-        fields["ended_at"] = ended
-    if job.funding_ended_at is not None and job.funding_ended_at > ended:
-        fields["funding_ended_at"] = ended
-    Job.objects.filter(pk=job.pk).update(**fields)
-    for name, value in fields.items():
-        setattr(job, name, value)
-    JobEvent.objects.create(
-        job=job,
-        at=ended,
-        kind="charges_settled",
-        message=f"its work had already ended at {ended:%Y-%m-%d %H:%M:%S} UTC on the cluster, "
-        f"before Allot stopped it at {was:%Y-%m-%d %H:%M:%S} UTC: charges after the real end "
-        f"given back ({given} cost-GPU-seconds)",
-    )
-    return given
+    return UsageEntry.objects.filter(
+        job_ref=job.pk, interval_start=at, reverses__isnull=True
+    ).exists()
 
 
-def settle_earlier_attempt(job: Job, attempt: int, ended: datetime) -> int:
-    """``settle_late_end`` for an attempt that is no longer the job's current one: Allot
-    stopped attempt number ``attempt`` while the backend still showed it running (Slurm's
-    COMPLETING), requeued it, and a pass started a newer attempt before the backend reported
-    that the work had ended on its own at ``ended``. What that attempt was charged beyond
-    ``ended`` is given back, up to the next attempt's start only: the charges from there on,
-    the job's row and its open lien are the newer attempt's and stay as they are.
-
-    Each start writes one "running" event (append-only), so the timeline says when attempt
-    ``attempt`` and the one after it were decided. Once only, as ``settle_late_end``. The
-    caller holds the job row. Returns the cost-GPU-seconds given back."""
-    from budgets import ledger
-
-    if not 1 <= attempt < job.attempt:
-        return 0
-    starts = list(
-        job.events.filter(kind=Job.State.RUNNING)
-        .order_by("at", "pk")
-        .values_list("at", flat=True)[attempt - 1 : attempt + 1]
-    )
-    if len(starts) != 2 or not starts[0] <= ended < starts[1]:
-        return 0
-    began, next_start = starts
-    given = ledger.reverse_usage_between(job.pk, ended, next_start, job.gpus, since=began)
-    if given:
-        JobEvent.objects.create(
-            job=job,
-            at=ended,
-            kind="charges_settled",
-            message=f"attempt {attempt}'s work had already ended at "
-            f"{ended:%Y-%m-%d %H:%M:%S} UTC on the cluster, before Allot stopped it: charges "
-            f"after the real end given back ({given} cost-GPU-seconds)",
-        )
-    return given
+# Settling an attempt Allot stopped after its work had ended lives in scheduling.settling;
+# these names stay importable from here.
+from scheduling.settling import settle_earlier_attempt, settle_late_end  # noqa: E402, F401

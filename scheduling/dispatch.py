@@ -183,15 +183,22 @@ def stop_on_backend(job_id: int, attempt_key: str, cancel: bool = False) -> None
             return
     fault_point("stop.after_backend")  # stopped on the backend, not yet requeued
     if job.state == Job.State.PREEMPTED and job.attempt_key == attempt_key:
-        requeue_preempted(job.pk, attempt_key)
+        requeue_preempted(job.pk, attempt_key, forgotten=remote is None)
 
 
 @transaction.atomic
-def requeue_preempted(job_id: int, attempt_key: str) -> None:
+def requeue_preempted(job_id: int, attempt_key: str, forgotten: bool = False) -> None:
+    """Requeue a preempted job whose attempt is stopped. ``forgotten``: the backend, asked
+    just before, no longer knows that attempt (it forgot a job that ended during an outage,
+    or lost it), so the attempt is first settled to where the backend last confirmed it
+    running (``settling.settle_forgotten_attempt``), in the same transaction."""
+    from scheduling import settling
     from scheduling.transitions import transition
 
-    requeue = Job.objects.select_for_update().get(pk=job_id)
+    requeue = Job.objects.select_for_update(of=("self",)).select_related("cluster").get(pk=job_id)
     if requeue.state == Job.State.PREEMPTED and requeue.attempt_key == attempt_key:
+        if forgotten:
+            settling.settle_forgotten_attempt(requeue)
         transition(
             requeue,
             Job.State.PENDING,
@@ -217,30 +224,45 @@ ENDED_ON_ITS_OWN = (RemoteState.COMPLETED, RemoteState.FAILED)
 
 @transaction.atomic
 def settle_stopped_attempt(job_id: int, remote: RemoteJob) -> int:
-    """The backend reports that an attempt Allot preempted or cancelled had finished on its
+    """The backend reports an attempt Allot preempted or cancelled. When it had finished on its
     own, at ``remote.ended_at``: give back what was charged beyond that real end
-    (``accounting.settle_late_end``; once only), while the job's current attempt is that one
+    (``settling.settle_late_end``; once only), while the job's current attempt is that one
     (preempted, cancelled, or requeued and not restarted); a preempted one then ends as the
-    backend says instead of running again (``_close_stopped``). An earlier attempt of a job
-    restarted since is settled up to the newer attempt's start, whose charges are not its
-    own (``accounting.settle_earlier_attempt``). Returns the cost-GPU-seconds given back."""
-    from scheduling import accounting
+    backend says instead of running again (``_close_stopped``). A real start the backend
+    reports and no sync had confirmed (a dispatch sent late) is confirmed first, so charges,
+    progress and the run's length count from it (``settling.confirm_stopped_start``). An
+    earlier attempt of a job restarted since is settled up to the newer attempt's start, whose
+    charges are not its own (``settling.settle_earlier_attempt``). Returns the
+    cost-GPU-seconds given back."""
+    from scheduling import settling
 
-    if remote.state not in ENDED_ON_ITS_OWN or remote.ended_at is None:
+    ended_on_its_own = remote.state in ENDED_ON_ITS_OWN and remote.ended_at is not None
+    if not ended_on_its_own and remote.started_at is None:
         return 0
     job = Job.objects.select_for_update(of=("self",)).filter(pk=job_id).first()
     if job is None:
         return 0
+    current = job.attempt_key == remote.attempt_key
+    stopped = (Job.State.PREEMPTED, Job.State.CANCELLED, Job.State.PENDING)
+    stopped_at = job.ended_at
+    if current and job.state in stopped and remote.started_at is not None:
+        # Whatever became of it since (still stopping, cancelled, ended on its own), the
+        # attempt ran from the start the backend reports: a later one than the pass decided
+        # (a dispatch sent late, a job Slurm queued) that no sync confirmed before Allot
+        # stopped it is confirmed now, unless the stop came first (it never ran then).
+        started = datetime.fromtimestamp(remote.started_at, tz=UTC)
+        if stopped_at is None or started < stopped_at:
+            settling.confirm_stopped_start(job, started)
+    if not ended_on_its_own:
+        return 0
     ended = datetime.fromtimestamp(remote.ended_at, tz=UTC)
-    if job.attempt_key != remote.attempt_key:
+    if not current:
         # A pass restarted the job before the backend reported this attempt's real end.
         earlier = attempt_of(remote.attempt_key, job.pk)
-        return accounting.settle_earlier_attempt(job, earlier, ended) if earlier else 0
-    stopped = (Job.State.PREEMPTED, Job.State.CANCELLED, Job.State.PENDING)
+        return settling.settle_earlier_attempt(job, earlier, ended) if earlier else 0
     if job.state not in stopped:
         return 0
-    stopped_at = job.ended_at
-    given = accounting.settle_late_end(job, ended)
+    given = settling.settle_late_end(job, ended)
     if job.state != Job.State.CANCELLED and stopped_at is not None and ended <= stopped_at:
         _close_stopped(job, remote, ended, stopped_at)
     return given

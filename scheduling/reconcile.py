@@ -4,10 +4,12 @@ Runs after every backend sync. The database is the source of truth for decisions
 for what actually runs:
 
 1. a committed start the backend never heard of (the worker died between commit and dispatch)
-   is dispatched again — with the same attempt key, so never twice;
+   is dispatched again — with the same attempt key, so never twice — and starts no earlier
+   than that: its start moves there (charges before it given back);
 2. a dispatched attempt the backend lost (still missing when asked again) is requeued;
 3. an attempt the backend reports finished is closed and charged to its end;
-4. a preempted attempt the backend still runs is stopped again, then requeued;
+4. a preempted attempt the backend still runs is stopped again, then requeued (one it no
+   longer knows is first settled, charges and progress, to the last sync, as in 2);
 5. a running backend job whose Allot job is over (cancelled, superseded) is cancelled;
 6. an attempt Allot preempted or cancelled that the backend reports finished on its own,
    earlier, is charged to that real end (what was charged beyond it is given back, once),
@@ -176,6 +178,23 @@ def _lose(job_id: int, attempt_key: str, why: str, remote: RemoteJob | None = No
 
 
 @transaction.atomic
+def _started_no_earlier(job_id: int, attempt_key: str, sent: datetime) -> None:
+    """Reconcile has just sent a committed start the backend never heard of, maybe hours after
+    the pass decided it (the dispatch was lost, or the backend was down): the attempt cannot
+    have started before ``sent``, so its start moves there, as when the backend reports a
+    later start. Otherwise the decided start stands until the next sync reports the real one,
+    and an attempt lost before that sync (a backend that forgot it) counted the hours between
+    decision and dispatch as progress run, and kept their charges."""
+    job = (
+        Job.objects.select_for_update(of=("self",))
+        .select_related("project", "owner", "cluster")
+        .get(pk=job_id)
+    )
+    if job.state == Job.State.RUNNING and job.attempt_key == attempt_key:
+        accounting.confirm_start(job, sent)
+
+
+@transaction.atomic
 def _confirm_running(job_id: int, remote: RemoteJob) -> None:
     """The backend says when the attempt really started: protection and charges count from
     then (the job row locked, so no charge interleaves)."""
@@ -211,29 +230,36 @@ def reconcile_cluster(
         cluster=cluster, state__in=[Job.State.RUNNING, Job.State.PREEMPTED]
     ).select_related("owner", "project")
     live_keys = set()
-    asked_again: set[str] | None = None
+    asked_again: dict[str, RemoteJob] | None = None
     for job in live:
         fault_point("reconcile.job")  # with ALLOT_FAULT_CHANCE < 1: part-way through
         live_keys.add(job.attempt_key)
         remote = by_key.get(job.attempt_key)
         with _this_job_only(job.pk, "reconcile"):
             if job.state == Job.State.PREEMPTED:
+                if remote is None:  # a dispatch may have landed after the snapshot: ask again
+                    if asked_again is None:
+                        asked_again = {r.attempt_key: r for r in backend.sync()}
+                    remote = asked_again.get(job.attempt_key)
                 if remote is not None and remote.state == RemoteState.RUNNING:
                     backend.preempt(job.pk, remote.external_id)
                 elif remote is not None and settle_stopped_attempt(job.pk, remote):
                     report.settled.append(job.pk)
-                requeue_preempted(job.pk, job.attempt_key)
+                # One the backend no longer knows is settled to where it last saw it running.
+                requeue_preempted(job.pk, job.attempt_key, forgotten=remote is None)
                 report.stopped.append(job.pk)
             elif remote is None:
                 if not job.dispatched:
-                    start_on_backend(job.pk, job.attempt_key)
+                    sent = timezone.now()
+                    if start_on_backend(job.pk, job.attempt_key):
+                        _started_no_earlier(job.pk, job.attempt_key, sent)
                     report.redispatched.append(job.pk)
                 else:
                     # remote_jobs was read before these rows: a dispatch that landed in between
                     # is in the backend but not in the snapshot. Ask once more before calling
                     # it lost.
                     if asked_again is None:
-                        asked_again = {r.attempt_key for r in backend.sync()}
+                        asked_again = {r.attempt_key: r for r in backend.sync()}
                     if job.attempt_key in asked_again:
                         continue
                     if _lose(job.pk, job.attempt_key, "the cluster no longer knows this attempt"):

@@ -257,10 +257,13 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
                 end = job.last_charged_at
                 if run["funded"] and age(end) > charge_interval_s + grace_s:
                     v.append(f"job {job.pk}: not charged for {age(end):.1f} s while running")
-            starts, problem = run_starts(job, index + 1, len(runs), run, end, backend_start)
+            mine = [c for c in charges if run["start"] <= c.start < (run["end"] or now)]
+            charged_from = min((c.start for c in mine if c.gpu_s), default=None)
+            starts, problem = run_starts(
+                job, index + 1, len(runs), run, end, backend_start, charged_from
+            )
             if problem:
                 v.append(f"job {job.pk} run {index + 1}: {problem}")
-            mine = [c for c in charges if run["start"] <= c.start < (run["end"] or now)]
             claimed.update(c.pk for c in mine)
             start, seconds, expected, problems = ledger_check.check_run(
                 mine, starts, end, job.gpus, run["funded"]

@@ -109,19 +109,37 @@ def issued_attempt(job: Job | None, key: str) -> int | None:
 
 
 def run_starts(
-    job: Job, n: int, runs: int, run: dict, end: datetime, backend_start: dict
+    job: Job,
+    n: int,
+    runs: int,
+    run: dict,
+    end: datetime,
+    backend_start: dict,
+    charged_from: datetime | None = None,
 ) -> tuple[list[datetime], str]:
     """Where run ``n`` may be charged from: its pass's start, or the backend's start of that
-    attempt when it came a second or more later (what confirm_start accepts). The last run's
-    is known exactly: ``started_at``, which must be one of those."""
+    attempt when it came a second or more later (what confirm_start accepts), or — for a start
+    reconcile sent late — the moment it was sent (reconcile moves the start there at once;
+    the backend's start follows it by the dispatch's own delay, under a second, which
+    confirm_start leaves as it is). The last run's is known exactly: ``started_at``, which
+    must be one of those; an earlier run's sending moment is read from its first charge
+    (``charged_from``)."""
     decided = run["start"]
     starts = [decided]
     real = backend_start.get((job.pk, n))
+
+    def sent_late(moment: datetime | None) -> bool:
+        return (
+            real is not None and moment is not None and decided < moment <= real < moment + SECOND
+        )
+
     if real is not None and real - decided >= SECOND and real <= end:
         starts.append(real)
+        if n != runs and sent_late(charged_from):
+            starts.append(charged_from)
     if n != runs or job.started_at is None:
         return starts, ""
-    if job.started_at in starts:
+    if job.started_at in starts or sent_late(job.started_at):
         return [job.started_at], ""
     if real is None and job.started_at - decided >= SECOND:  # the backend forgot the attempt
         return [job.started_at], ""

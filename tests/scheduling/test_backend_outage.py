@@ -24,6 +24,10 @@ def _two_gpus_for_half_an_hour(user, **kw):
     )
 
 
+def _charged(job) -> int:
+    return sum(UsageEntry.objects.filter(job_ref=job.pk).values_list("gpu_seconds", flat=True))
+
+
 @pytest.fixture
 def frozen():
     with time_machine.travel(T0, tick=False) as traveller:
@@ -118,3 +122,41 @@ def test_an_attempt_the_backend_forgot_during_an_outage_counts_only_what_was_con
     charged = UsageEntry.objects.filter(job_ref=job.pk).values_list("gpu_seconds", flat=True)
     assert sum(charged) == 2 * 300
     assert job.events.get(kind="preempted").at == T0 + dt.timedelta(seconds=300)
+
+
+def test_a_start_sent_late_and_forgotten_before_any_sync_saw_it_counts_no_progress(
+    researcher, cluster, frozen
+):
+    """Found by the state machine: the pass decided a start during a 5-hour outage; the sync
+    that ends it sends the start (the dispatch never ran), and the backend forgets the attempt
+    during the next outage before any sync reported it. Closed where the backend last
+    confirmed what runs, it counted the 5 hours between decision and dispatch as progress
+    (and kept their charges), so its restart ran 1 s of a 2-hour job. The start moves to the
+    late dispatch: nothing confirmed ran, nothing is kept."""
+    from scheduling import passes
+
+    job = submit_job(
+        researcher,
+        JobRequest(
+            name="t", project="nlp/olmo", cluster="jupiter", gpus=2, sim_duration_s=7200,
+            min_runtime_s=600, resumable=True,
+        ),
+    )  # fmt: skip
+    backend = dispatch.backend_for(cluster)
+    backend.set_outage(True)
+    passes.run_pass(cluster.pk)  # decided at T0; its dispatch task is held back
+    frozen.shift(dt.timedelta(hours=5))
+    charge_running_jobs()  # never synced: provisionally to now
+    backend.set_outage(False)
+    assert sync_cluster(cluster.pk).redispatched == [job.pk]
+    job.refresh_from_db()
+    assert job.started_at == T0 + dt.timedelta(hours=5)  # no earlier than it was sent
+    assert _charged(job) == 0
+    backend.set_outage(True)
+    frozen.shift(dt.timedelta(hours=5))  # it ran its 2 hours; forgotten an hour later
+    charge_running_jobs()
+    backend.set_outage(False)
+    assert sync_cluster(cluster.pk).lost == [job.pk]
+    job.refresh_from_db()
+    assert job.state == Job.State.PENDING and job.run_seconds_done == 0
+    assert _charged(job) == 0

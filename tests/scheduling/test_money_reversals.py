@@ -20,7 +20,7 @@ import datetime as dt
 import pytest
 import time_machine
 
-from budgets.models import Lien, UsageEntry
+from budgets.models import GpuType, Lien, UsageEntry
 from scheduling import dispatch, passes
 from scheduling.accounting import charge_running_jobs
 from scheduling.backends import base as backend_base
@@ -135,18 +135,26 @@ def test_a_cluster_never_synced_charges_to_now_and_its_first_sync_gives_back_the
 def test_charges_before_a_start_the_backend_confirms_later_are_given_back(
     researcher, cluster, frozen
 ):
+    """The pass decided the start at T0 but its dispatch never ran; the cluster, never synced,
+    charges provisionally from the decided start. Reconcile sends the start two minutes late:
+    the attempt cannot have started before, so what was charged before goes back there and
+    protection counts from it, before any sync reports the start (a lost attempt would
+    otherwise keep the charges and the progress of time it never ran)."""
     job = _submit(researcher, duration_s=7200)
     passes.run_pass(cluster.pk)  # decided at T0; its dispatch never ran (no commit here)
     frozen.shift(120 * S)
-    assert sync_cluster(cluster.pk).redispatched == [job.pk]  # really starts now
-    charge_running_jobs()  # to the last sync, from the decided start
+    charge_running_jobs()  # never synced: to now, from the decided start
     assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 120
-    frozen.shift(60 * S)
-    sync_cluster(cluster.pk)  # the backend reports the start it made
+    assert sync_cluster(cluster.pk).redispatched == [job.pk]  # really starts now
     job.refresh_from_db()
     assert job.started_at == T0 + 120 * S
     assert job.protected_until == T0 + 120 * S + 3600 * S
     assert sum(e.gpu_seconds for e in _ledger(job)) == 0
+    assert all(e.reverses_id for e in _ledger(job)[1:])  # appended, never a delete
+    frozen.shift(60 * S)
+    sync_cluster(cluster.pk)  # the backend reports the start it made: the same
+    job.refresh_from_db()
+    assert job.started_at == T0 + 120 * S
     charge_running_jobs()
     assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 60
 
@@ -178,9 +186,40 @@ def test_a_late_confirmed_restart_gives_back_only_its_own_early_charges(
     assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 600  # the first attempt stays paid
 
 
-def _ended_in_an_outage(researcher, cluster, frozen, run_pass):
-    """A 2-GPU job (protected 600 s) whose work ends at 1800 s while the backend is down;
-    40 minutes in, still down, Allot has not heard of the end."""
+def test_a_charge_that_begins_at_a_start_confirmed_late_stands(researcher, cluster, frozen):
+    """The pass decided the start at T0 while the backend was down; the cluster, never synced,
+    charges to now: [T0, 30 s) when the retried dispatch sends it, at 30 s, then from there.
+    The sync that reports the real start (30 s) gives back the charge before it; the one
+    beginning at it stands. Giving back every charge to charge the span from the real start
+    again charged nothing (a charge from 30 s exists, and a job interval is charged once):
+    the job kept none of its run (found by the live-loop state machine)."""
+    job = _submit(researcher, duration_s=7200)
+    backend = dispatch.backend_for(cluster)
+    backend.set_outage(True)
+    passes.run_pass(cluster.pk)  # decided at T0; its dispatch task waits for the backend
+    frozen.shift(30 * S)
+    charge_running_jobs()  # never synced: to now, from the decided start
+    backend.set_outage(False)
+    job.refresh_from_db()
+    assert dispatch.start_on_backend(job.pk, job.attempt_key)  # really starts at 30 s
+    frozen.shift(600 * S)
+    charge_running_jobs()
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 630
+    sync_cluster(cluster.pk)  # reports the real start
+    job.refresh_from_db()
+    assert (job.started_at, job.last_charged_at) == (T0 + 30 * S, T0 + 630 * S)
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 600
+    assert sum(e.cost_gpu_seconds for e in _ledger(job)) == 2 * 600
+    frozen.shift(60 * S)
+    sync_cluster(cluster.pk)
+    charge_running_jobs()
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 660
+
+
+def _ended_in_an_outage(researcher, cluster, frozen, run_pass, synced=True):
+    """A resumable 2-GPU job (protected 600 s) whose work ends at 1800 s while the backend
+    is down; 40 minutes in, still down, Allot has not heard of the end. The last sync that
+    reached the backend saw it running at 300 s (none, if not ``synced``)."""
     job = submit_job(
         researcher,
         JobRequest(
@@ -190,7 +229,7 @@ def _ended_in_an_outage(researcher, cluster, frozen, run_pass):
     )  # fmt: skip
     run_pass(cluster)
     frozen.shift(300 * S)
-    assert sync_cluster(cluster.pk) is not None
+    assert not synced or sync_cluster(cluster.pk) is not None
     backend = dispatch.backend_for(cluster)
     backend.set_outage(True)
     frozen.shift(2100 * S)
@@ -274,6 +313,63 @@ def test_a_job_preempted_after_its_work_ended_in_an_outage_is_charged_to_its_rea
     dispatch.stop_on_backend(job.pk, key)  # a redelivered stop
     assert len(_ledger(job)) == rows
     assert job.events.filter(kind="charges_settled").count() == 1
+
+
+@pytest.mark.parametrize("by", ["reconcile", "the stop task"])
+def test_a_job_preempted_in_an_outage_that_the_backend_forgot_is_settled_to_its_last_sync(
+    researcher, cluster_admin, cluster, frozen, run_pass, by
+):
+    """The job's work ends at 1800 s during an outage; Allot preempts it at 2400 s, still
+    unable to ask, and closes it there. When the backend answers, more than an hour after the
+    end, it has forgotten the attempt, so no real end settles it: as for a running attempt it
+    lost, its charges and its progress count to the last sync that saw it running (300 s),
+    not to Allot's stop, before it is requeued (found by the live-loop state machine: the
+    restart of a resumable job ran 1 s)."""
+    job, backend = _ended_in_an_outage(researcher, cluster, frozen, run_pass)
+    _drain_its_node(job, cluster, cluster_admin)
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 2400  # charged to the preemption
+    assert job.run_seconds_done == 2400
+    frozen.shift(3100 * S)  # 5500 s: an hour past its end, the backend forgets it
+    backend.set_outage(False)
+    key = job.attempt_key
+    if by == "reconcile":
+        assert sync_cluster(cluster.pk).stopped == [job.pk]
+    else:
+        dispatch.stop_on_backend(job.pk, key)
+    job.refresh_from_db()
+    assert (job.state, job.attempt) == (Job.State.PENDING, 1)  # requeued to finish its work
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 300
+    assert sum(e.cost_gpu_seconds for e in _ledger(job)) == 2 * 300
+    assert job.last_charged_at == job.ended_at == T0 + 300 * S
+    assert job.run_seconds_done == 300
+    assert _ledger(job)[-1].reverses_id is not None  # appended, never a delete
+    [event] = job.events.filter(kind="charges_settled")
+    assert event.at == T0 + 300 * S and "no longer knows" in event.message
+    assert dispatch.launch_spec(job).sim_duration_s == 1500  # the restart runs what is left
+
+    rows = len(_ledger(job))
+    sync_cluster(cluster.pk)
+    dispatch.stop_on_backend(job.pk, key)  # a redelivered stop: settled once only
+    job.refresh_from_db()
+    assert len(_ledger(job)) == rows and job.run_seconds_done == 300
+
+
+def test_a_job_preempted_that_a_cluster_never_synced_forgot_keeps_no_progress(
+    researcher, cluster_admin, cluster, frozen, run_pass
+):
+    """No sync ever confirmed the attempt running: as for one lost there, its charges stay
+    provisional to Allot's stop, and a resumable job keeps none of its progress."""
+    job, backend = _ended_in_an_outage(researcher, cluster, frozen, run_pass, synced=False)
+    _drain_its_node(job, cluster, cluster_admin)
+    charged = sum(e.gpu_seconds for e in _ledger(job))
+    assert charged == 2 * 2400 and job.run_seconds_done == 2400
+    frozen.shift(3100 * S)
+    backend.set_outage(False)
+    dispatch.stop_on_backend(job.pk, job.attempt_key)
+    job.refresh_from_db()
+    assert (job.state, job.run_seconds_done) == (Job.State.PENDING, 0)
+    assert sum(e.gpu_seconds for e in _ledger(job)) == charged
+    assert not job.events.filter(kind="charges_settled").exists()
 
 
 def test_a_job_cancelled_while_still_completing_is_charged_to_its_real_end(
@@ -391,4 +487,90 @@ def test_a_job_preempted_while_still_completing_ends_there_instead_of_running_ag
     passes.run_pass(cluster.pk)
     job.refresh_from_db()
     assert (job.state, job.attempt) == (Job.State.COMPLETED, 1)
+    assert Lien.objects.filter(job_ref=job.pk, released_at__isnull=True).count() == 0
+
+
+@pytest.mark.parametrize("stop_task", [False, True])
+@pytest.mark.parametrize("resumable", [False, True])
+def test_a_job_sent_late_and_preempted_while_completing_is_charged_from_its_real_start(
+    researcher, cluster_admin, cluster, frozen, completing, resumable, stop_task
+):
+    """The pass decided the start at T0 while the backend was down; the retried dispatch task
+    sent it ten minutes later and no sync has reported that start since. Its 30 minutes of
+    work end at 2400 s, Slurm still shows it COMPLETING, and Allot preempts it at 2700 s,
+    charged from the decided start. When reconcile hears the real end, before any pass, the
+    job ends completed and is charged for what really ran: 600 s to 2400 s, not 5 minutes of
+    work counted as 40 (found by the live-loop state machine)."""
+    job = submit_job(
+        researcher,
+        JobRequest(
+            name="t", project="nlp/olmo", cluster="jupiter", gpus=2, min_runtime_s=600,
+            resumable=resumable, sim_duration_s=1800,
+        ),
+    )  # fmt: skip
+    backend = dispatch.backend_for(cluster)
+    backend.set_outage(True)
+    passes.run_pass(cluster.pk)  # decided at T0; its dispatch task waits for the backend
+    job.refresh_from_db()
+    frozen.shift(600 * S)
+    backend.set_outage(False)
+    assert dispatch.start_on_backend(job.pk, job.attempt_key)  # really starts at 600 s
+    frozen.shift(2100 * S)
+    node = cluster.nodes.get(name=job.nodes[0][0])
+    set_node_drain(cluster_admin, node.pk, True, "repair")
+    passes.run_pass(cluster.pk)  # preempted at 2700 s, charged from T0
+    job.refresh_from_db()
+    assert (job.state, job.started_at) == (Job.State.PREEMPTED, T0)
+    if stop_task:  # it finds the job "running" (COMPLETING) and requeues it
+        dispatch.stop_on_backend(job.pk, job.attempt_key)
+        job.refresh_from_db()
+        assert job.state == Job.State.PENDING
+
+    frozen.shift(600 * S)  # past the lag: the backend reports the real start and end
+    assert sync_cluster(cluster.pk).settled == [job.pk]
+    job.refresh_from_db()
+    assert (job.state, job.started_at, job.ended_at) == (
+        Job.State.COMPLETED,
+        T0 + 600 * S,
+        T0 + 2400 * S,
+    )
+    assert job.run_seconds_done == (1800 if resumable else 0)
+    price = GpuType.objects.get(name=node.gpu_type).cost_factor
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 1800
+    assert sum(e.cost_gpu_seconds for e in _ledger(job)) == 2 * 1800 * price
+    assert Lien.objects.filter(job_ref=job.pk, released_at__isnull=True).count() == 0
+
+
+@pytest.mark.parametrize("heard_by", ["the stop task", "a redelivered stop"])
+def test_a_job_sent_late_and_cancelled_before_any_sync_is_charged_from_its_real_start(
+    researcher, cluster, frozen, heard_by
+):
+    """The pass decided the start at T0 while the backend was down; the retried dispatch task
+    sent it ten minutes later, and the owner cancels it ten minutes after that, before any
+    sync has reported the real start. The cancel charges from the decided start; the stop
+    task, asking the backend, hears the real start and gives back what lies before it: the
+    owner pays for ten minutes, not twenty. Once only."""
+    job = _submit(researcher, duration_s=7200)
+    backend = dispatch.backend_for(cluster)
+    backend.set_outage(True)
+    passes.run_pass(cluster.pk)  # decided at T0; its dispatch task waits for the backend
+    frozen.shift(600 * S)
+    backend.set_outage(False)
+    job.refresh_from_db()
+    assert dispatch.start_on_backend(job.pk, job.attempt_key)  # really starts at 600 s
+    frozen.shift(600 * S)
+    cancel_job(researcher, job.pk)
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 1200  # from the decided start
+    dispatch.stop_on_backend(job.pk, job.attempt_key, cancel=True)
+    if heard_by == "a redelivered stop":
+        frozen.shift(60 * S)
+        dispatch.stop_on_backend(job.pk, job.attempt_key, cancel=True)
+    job.refresh_from_db()
+    assert (job.state, job.started_at, job.ended_at) == (
+        Job.State.CANCELLED,
+        T0 + 600 * S,
+        T0 + 1200 * S,
+    )
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 600
+    assert len([e for e in _ledger(job) if e.reverses_id]) >= 1  # appended, never a delete
     assert Lien.objects.filter(job_ref=job.pk, released_at__isnull=True).count() == 0
