@@ -48,12 +48,12 @@ def completing(monkeypatch):
     monkeypatch.setattr(CompletingBackend, "completing_s", 600)
 
 
-def _submit(researcher, duration_s=1800):
+def _submit(researcher, duration_s=1800, min_runtime_s=3600, resumable=False):
     return submit_job(
         researcher,
         JobRequest(
             name="t", project="nlp/olmo", cluster="jupiter", gpus=2,
-            min_runtime_s=3600, sim_duration_s=duration_s,
+            min_runtime_s=min_runtime_s, resumable=resumable, sim_duration_s=duration_s,
         ),
     )  # fmt: skip
 
@@ -395,13 +395,7 @@ def _completing_when_drained(researcher, cluster_admin, cluster, frozen, run_pas
     """A 2-GPU job (protected 600 s) whose work ended at 1800 s, still reported running
     (COMPLETING) and charged to 2100 s when its node is drained; the pass that preempts it
     is the caller's."""
-    job = submit_job(
-        researcher,
-        JobRequest(
-            name="t", project="nlp/olmo", cluster="jupiter", gpus=2, min_runtime_s=600,
-            resumable=resumable, sim_duration_s=1800,
-        ),
-    )  # fmt: skip
+    job = _submit(researcher, duration_s=1800, min_runtime_s=600, resumable=resumable)
     run_pass(cluster)
     frozen.shift(2100 * S)
     assert sync_cluster(cluster.pk).finished == []
@@ -501,13 +495,7 @@ def test_a_job_sent_late_and_preempted_while_completing_is_charged_from_its_real
     charged from the decided start. When reconcile hears the real end, before any pass, the
     job ends completed and is charged for what really ran: 600 s to 2400 s, not 5 minutes of
     work counted as 40 (found by the live-loop state machine)."""
-    job = submit_job(
-        researcher,
-        JobRequest(
-            name="t", project="nlp/olmo", cluster="jupiter", gpus=2, min_runtime_s=600,
-            resumable=resumable, sim_duration_s=1800,
-        ),
-    )  # fmt: skip
+    job = _submit(researcher, duration_s=1800, min_runtime_s=600, resumable=resumable)
     backend = dispatch.backend_for(cluster)
     backend.set_outage(True)
     passes.run_pass(cluster.pk)  # decided at T0; its dispatch task waits for the backend
