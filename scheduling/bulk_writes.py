@@ -20,9 +20,10 @@ WAITING_FIELDS = ("pending_code", "pending_message", "queue_position", "estimate
 EXPLANATION_FIELDS = ("explanation",)
 
 
-def write_waiting(jobs: Sequence[Job]) -> None:
-    """Store the pass's report (reason, position, estimate) on these waiting jobs."""
-    update_columns(jobs, WAITING_FIELDS)
+def write_report(rows: Sequence[Sequence]) -> None:
+    """Store the pass's report from rows of (job id, reason code, message, position,
+    estimate): the waiting jobs' report written without their model instances."""
+    update_many(Job, "pk", WAITING_FIELDS, rows)
 
 
 def write_explanations(jobs: Sequence[Job]) -> None:

@@ -65,11 +65,12 @@ def test_the_bulk_writer_stores_what_the_orm_would_store(researcher, cluster, wr
     backlog(researcher, cluster, 3)
     first, second, third = Job.objects.filter(cluster=cluster).order_by("pk")
     later = timezone.now().replace(microsecond=123456) + dt.timedelta(hours=2)
-    first.pending_code, first.pending_message = "Resources", "waits for 16 GPUs; it's 'quoted'"
-    first.queue_position, first.estimated_start = 1, later
-    second.pending_code, second.pending_message = "Priority", "behind job #1"
-    second.queue_position, second.estimated_start = 2, None
-    bulk_writes.write_waiting([first, second])
+    bulk_writes.write_report(
+        [
+            (first.pk, "Resources", "waits for 16 GPUs; it's 'quoted'", 1, later),
+            (second.pk, "Priority", "behind job #1", 2, None),
+        ]
+    )
     first.explanation = {"funded": True, "standing": [{"path": "nlp", "share": 0.5}]}
     bulk_writes.write_explanations([first])
 
