@@ -170,14 +170,13 @@ def _changed_reports(ctx: SnapshotContext, decisions: m.Decisions, skip: set[str
     """The waiting jobs' report rows (id, code, message, position, estimate) that differ from
     what the pass read: only those are written. Compared on the rows the snapshot read
     (``LiveJobs.report``), so no model instance is built for a waiting job."""
-    jobs = ctx.jobs
+    jobs, pending = ctx.jobs, Job.State.PENDING
     changed = []
     for job_id, info in decisions.pending.items():
-        if job_id in skip or job_id not in jobs:
+        read = jobs.report(job_id)
+        if read is None or read[0] != pending or job_id in skip:
             continue
-        state, code, message, position, estimate = jobs.report(job_id)
-        if state != Job.State.PENDING:
-            continue
+        _, code, message, position, estimate = read
         new_estimate = from_epoch(info.estimated_start_s)
         new_message = info.message[:300]
         if (

@@ -22,8 +22,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
+from operator import itemgetter
 
-from django.db import connection
+from django.db import NotSupportedError, connection
 from django.db.models import BigIntegerField, DateTimeField, F, Func, JSONField, TextField
 from django.db.models.base import ModelState
 from django.db.models.functions import Cast
@@ -61,18 +62,20 @@ _MICROSECOND = timedelta(microseconds=1)
 
 
 class EpochMicros(Func):
-    """A timestamp as whole microseconds since the epoch (PostgreSQL: ``EXTRACT`` gives an
-    exact numeric since version 14). Other databases read the column as it is, and
-    ``live_rows`` converts it in Python."""
+    """A timestamp as whole microseconds since the epoch, on PostgreSQL (``EXTRACT`` gives
+    an exact numeric since version 14). The value is already an integer: no converter."""
 
     output_field = BigIntegerField()
 
     def as_sql(self, compiler, connection, **extra_context):
-        return compiler.compile(self.source_expressions[0])
+        raise NotSupportedError("EpochMicros is PostgreSQL's (live_rows reads datetimes elsewhere)")
 
     def as_postgresql(self, compiler, connection, **extra_context):
         sql, params = compiler.compile(self.source_expressions[0])
         return f"(EXTRACT(EPOCH FROM {sql}) * 1000000)::bigint", params
+
+    def get_db_converters(self, connection):
+        return []
 
 
 def micros(moment: datetime | None) -> int | None:
@@ -90,15 +93,17 @@ def from_micros(value: int | None, tz=UTC) -> datetime | None:
 def live_rows(cluster: Cluster) -> list[tuple]:
     """The cluster's pending and running jobs in submit order: one tuple of ``READ`` values
     a job, datetimes as microseconds (``micros``), JSON columns as text. One query."""
+    postgresql = connection.vendor == "postgresql"
     special = {name: Cast(name, TextField()) for name in JSON_READ}
-    special |= {name: EpochMicros(F(name)) for name in TIMES}
+    if postgresql:
+        special |= {name: EpochMicros(F(name)) for name in TIMES}
     rows = (
         Job.objects.filter(cluster=cluster, state__in=[Job.State.PENDING, Job.State.RUNNING])
         .order_by("submitted_at", "id")
         .annotate(**{f"{name}__read": expression for name, expression in special.items()})
         .values_list(*(f"{n}__read" if n in special else n for n in READ))
     )
-    if connection.vendor == "postgresql":
+    if postgresql:
         return list(rows)
     times = [COLUMN[name] for name in TIMES]
     out = []
@@ -159,20 +164,21 @@ class LiveJobs(Mapping):
             return _json(value)
         return value
 
-    def report(self, key: str) -> tuple:
+    def report(self, key: str) -> tuple | None:
         """(state, pending_code, pending_message, queue_position, estimated_start in
-        microseconds) as the pass read them, or as the pass has since changed them."""
+        microseconds) as the pass read them, or as the pass has since changed them; None
+        for a job the pass did not read."""
         job = self.built.get(key)
-        if job is not None:
-            return (
-                job.state,
-                job.pending_code,
-                job.pending_message,
-                job.queue_position,
-                micros(job.estimated_start),
-            )
-        row = self.rows[key]
-        return tuple(row[i] for i in _REPORT)
+        if job is None:
+            row = self.rows.get(key)
+            return None if row is None else _report(row)
+        return (
+            job.state,
+            job.pending_code,
+            job.pending_message,
+            job.queue_position,
+            micros(job.estimated_start),
+        )
 
     def _build(self, row: tuple) -> Job:
         values = dict(zip(READ, row, strict=True))
@@ -192,7 +198,5 @@ class LiveJobs(Mapping):
         return job
 
 
-_REPORT = tuple(
-    COLUMN[name]
-    for name in ("state", "pending_code", "pending_message", "queue_position", "estimated_start")
-)
+REPORT = ("state", "pending_code", "pending_message", "queue_position", "estimated_start")
+_report = itemgetter(*(COLUMN[name] for name in REPORT))
