@@ -118,3 +118,20 @@ def test_the_waiting_report_is_written_beside_the_rows_not_into_every_index(
     updated, hot = updated - before_updated, hot - before_hot
     assert updated >= 299  # the report of every waiting job, and the start
     assert hot >= 0.9 * updated, (updated, hot)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the JSON document is PostgreSQL's")
+def test_the_bulk_writer_sends_rows_in_key_order(researcher, cluster):
+    """Rows go in id order whatever order the report has (queue order): the table and its
+    primary key are then walked in order, and every writer locks rows in the same order."""
+    backlog(researcher, cluster, 4)
+    ids = list(Job.objects.filter(cluster=cluster).order_by("pk").values_list("pk", flat=True))
+    rows = [(pk, "Priority", f"#{pk}", position, None) for position, pk in enumerate(ids[::-1])]
+    with CaptureQueriesContext(connection) as queries:
+        bulk_writes.write_report(rows)
+
+    (statement,) = [q["sql"] for q in queries.captured_queries if "json_to_recordset" in q["sql"]]
+    sent = [int(part.split(",")[0]) for part in statement.split('{"c0":')[1:]]
+    assert sent == ids
+    by_position = Job.objects.filter(cluster=cluster).order_by("queue_position")
+    assert list(by_position.values_list("pk", flat=True)) == ids[::-1]
