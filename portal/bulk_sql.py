@@ -53,7 +53,7 @@ def update_many(
     # In key order: the rows are then visited as they lie in the table and index (jobs are
     # inserted in id order; 7 % less time for a report of 4,700 rows), and every writer
     # locks them in the same order. The sort is stable: a key given twice keeps its order.
-    rows = sorted((list(row) for row in rows), key=itemgetter(0))
+    rows = sorted(rows, key=itemgetter(0))
     if not rows:
         return 0
     meta = model._meta
@@ -87,13 +87,18 @@ def _where_constants(where_fields, table_alias: str) -> tuple[list[str], list]:
 def _from_json(model, columns, set_fields, add_fields, old_fields, where_fields, rows) -> int:
     qn = connection.ops.quote_name
     names = [f"c{i}" for i in range(len(columns))]
+    rows, pools = _pooled(set_fields, rows)
     record = ", ".join(
-        f"{name} {_column_type(field)}" for name, field in zip(names, columns, strict=True)
+        f"{name} {'integer' if i in pools else _column_type(field)}"
+        for i, (name, field) in enumerate(zip(names, columns, strict=True))
     )
     set_names = names[1 : 1 + len(set_fields)]
     add_names = names[1 + len(set_fields) : 1 + len(set_fields) + len(add_fields)]
     old_names = names[1 + len(set_fields) + len(add_fields) :]
-    assignments = [f"{qn(f.column)} = v.{n}" for f, n in zip(set_fields, set_names, strict=True)]
+    assignments = [
+        f"{qn(f.column)} = (%s::text[])[v.{n}]" if i in pools else f"{qn(f.column)} = v.{n}"
+        for i, (f, n) in enumerate(zip(set_fields, set_names, strict=True), start=1)
+    ]
     assignments += [
         f"{qn(f.column)} = t.{qn(f.column)} + v.{n}"
         for f, n in zip(add_fields, add_names, strict=True)
@@ -111,8 +116,35 @@ def _from_json(model, columns, set_fields, add_fields, old_fields, where_fields,
         f"WHERE {' AND '.join(conditions + constants)}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [document, *params])
+        cursor.execute(sql, [*pools.values(), document, *params])
         return cursor.rowcount
+
+
+def _pooled(set_fields, rows: list) -> tuple[list, dict[int, list[str]]]:
+    """Text columns whose values repeat (a report's ~4,700 messages are a dozen sentences)
+    travel once, as an array, each row giving the value's place in it: the JSON document of
+    a report shrinks from ~900 kB to ~150 kB, and with it the encoding, the quoting and
+    PostgreSQL's parse. Returns the rows (with places for the pooled columns) and the pools
+    by column position."""
+    pools = {}
+    for index, field in enumerate(set_fields, start=1):
+        if not isinstance(field, models.CharField | models.TextField):
+            continue
+        values = [row[index] for row in rows]
+        if not all(type(value) is str for value in values):
+            continue
+        distinct = dict.fromkeys(values)
+        if len(distinct) * 4 > len(rows):
+            continue  # too few repeats to be worth it
+        pools[index] = list(distinct)
+    if not pools:
+        return rows, pools
+    places = {index: {v: i for i, v in enumerate(pool, start=1)} for index, pool in pools.items()}
+    rows = [list(row) for row in rows]
+    for row in rows:
+        for index, place in places.items():
+            row[index] = place[row[index]]
+    return rows, pools
 
 
 def _column_type(field) -> str:

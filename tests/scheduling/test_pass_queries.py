@@ -135,3 +135,25 @@ def test_the_bulk_writer_sends_rows_in_key_order(researcher, cluster):
     assert sent == ids
     by_position = Job.objects.filter(cluster=cluster).order_by("queue_position")
     assert list(by_position.values_list("pk", flat=True)) == ids[::-1]
+
+
+def test_repeated_messages_are_stored_exactly(researcher, cluster):
+    """A report's messages repeat (a dozen sentences for thousands of jobs), so the writer
+    sends each once (``bulk_sql._pooled``): what is stored is still each row's own text,
+    whatever characters it holds."""
+    backlog(researcher, cluster, 12)
+    ids = list(Job.objects.filter(cluster=cluster).order_by("pk").values_list("pk", flat=True))
+    sentences = ['waits for "nlp/olmo", {x}; a\\b', "l'été, 16 GPUs"]
+    rows = [(pk, "Priority", sentences[i % 2], i + 1, None) for i, pk in enumerate(ids)]
+    rows[5] = (ids[5], "Resources", "", 6, None)
+    with CaptureQueriesContext(connection) as queries:
+        bulk_writes.write_report(rows)
+
+    stored = list(
+        Job.objects.filter(cluster=cluster)
+        .order_by("pk")
+        .values_list("pk", "pending_code", "pending_message", "queue_position", "estimated_start")
+    )
+    assert stored == rows
+    if connection.vendor == "postgresql":
+        assert "text[]" in queries.captured_queries[-1]["sql"]  # sent once each
