@@ -2,11 +2,11 @@
 
 ``update_many`` sets columns on many rows, each row its own values, in one ``UPDATE``:
 
-- PostgreSQL: ``UPDATE t SET a = v.a, ... FROM json_to_recordset(%s::json) AS v(key bigint,
-  a varchar(32), ...) WHERE t.key = v.key``. The rows travel as ONE bound parameter, a JSON
-  array, typed by the record definition (each field's own column type), so there is no limit
-  on the number of rows (bind parameters are limited to 65,535) and the statement's text is
-  the same whatever the number of rows.
+- PostgreSQL: ``UPDATE t SET a = v.c1, ... FROM (SELECT (e->>0)::bigint AS c0, (e->>1)::varchar
+  AS c1, ... FROM jsonb_array_elements(%s::jsonb) AS e) AS v WHERE t.key = v.c0``. The rows
+  travel as ONE bound parameter, a JSON array of arrays, each value cast to its field's column
+  type, so there is no limit on the number of rows (bind parameters are limited to 65,535) and
+  the statement's text is the same whatever the number of rows.
 - Other databases (SQLite): ``executemany`` of one plain ``UPDATE ... WHERE key = %s``, one
   prepared statement run per row, in-process.
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
@@ -88,10 +89,7 @@ def _from_json(model, columns, set_fields, add_fields, old_fields, where_fields,
     qn = connection.ops.quote_name
     names = [f"c{i}" for i in range(len(columns))]
     rows, pools = _pooled(set_fields, rows)
-    record = ", ".join(
-        f"{name} {'integer' if i in pools else _column_type(field)}"
-        for i, (name, field) in enumerate(zip(names, columns, strict=True))
-    )
+    values = _values(columns, pools)
     set_names = names[1 : 1 + len(set_fields)]
     add_names = names[1 + len(set_fields) : 1 + len(set_fields) + len(add_fields)]
     old_names = names[1 + len(set_fields) + len(add_fields) :]
@@ -109,11 +107,10 @@ def _from_json(model, columns, set_fields, add_fields, old_fields, where_fields,
         for f, n in zip(old_fields, old_names, strict=True)
     ]
     constants, params = _where_constants(where_fields, "t.")
-    document = _document(names, columns, rows)
+    document = _document(columns, rows)
     sql = (
         f"UPDATE {qn(model._meta.db_table)} AS t SET {', '.join(assignments)} "
-        f"FROM json_to_recordset(%s::json) AS v({record}) "
-        f"WHERE {' AND '.join(conditions + constants)}"
+        f"FROM {values} WHERE {' AND '.join(conditions + constants)}"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [*pools.values(), document, *params])
@@ -147,15 +144,36 @@ def _pooled(set_fields, rows: list) -> tuple[list, dict[int, list[str]]]:
     return rows, pools
 
 
+def _values(columns, pools=()) -> str:
+    """The rows of a ``_document`` as a table ``v`` with one column ``c<i>`` per field:
+    ``(SELECT (e->>0)::bigint AS c0, ... FROM jsonb_array_elements(%s::jsonb) AS e) AS v``.
+    Each value is cast to its column's type without the length (``varchar``, not
+    ``varchar(32)``: an explicit cast would cut a long value short, where storing it raises,
+    as the ORM's insert or update would); a JSON column takes the nested value (JSON null
+    as SQL NULL); a pooled column is the place of its value (``_pooled``)."""
+    picked = []
+    for i, field in enumerate(columns):
+        if i in pools:
+            picked.append(f"(e->>{i})::integer AS c{i}")
+        elif isinstance(field, models.JSONField):
+            picked.append(f"NULLIF(e->{i}, 'null'::jsonb) AS c{i}")
+        else:
+            picked.append(f"(e->>{i})::{_column_type(field)} AS c{i}")
+    return f"(SELECT {', '.join(picked)} FROM jsonb_array_elements(%s::jsonb) AS e) AS v"
+
+
 def _column_type(field) -> str:
+    """The field's column type without a length or precision (``varchar``, ``numeric``)."""
     if isinstance(field, models.ForeignKey | models.AutoField):
-        return field.rel_db_type(connection)
-    return field.db_type(connection)
+        kind = field.rel_db_type(connection)
+    else:
+        kind = field.db_type(connection)
+    return re.sub(r"\(.*?\)", "", kind)
 
 
 def insert_many(model: type[models.Model], fields: Sequence[str], rows: Iterable[Sequence]) -> int:
     """Insert rows of ``fields`` values (Python values, as the model holds them; a foreign key
-    by its ``*_id`` name) in one statement: ``INSERT ... SELECT ... FROM json_to_recordset``
+    by its ``*_id`` name) in one statement: ``INSERT ... SELECT ... FROM jsonb_array_elements``
     on PostgreSQL, ``executemany`` elsewhere. No defaults are filled in (``auto_now_add``
     included): give every column the row needs. Returns the number of rows inserted."""
     rows = [list(row) for row in rows]
@@ -167,13 +185,10 @@ def insert_many(model: type[models.Model], fields: Sequence[str], rows: Iterable
     table = qn(model._meta.db_table)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            record = ", ".join(f"c{i} {_column_type(f)}" for i, f in enumerate(columns))
             picked = ", ".join(f"v.c{i}" for i in range(len(columns)))
-            document = _document([f"c{i}" for i in range(len(columns))], columns, rows)
             cursor.execute(
-                f"INSERT INTO {table} ({names}) SELECT {picked} "
-                f"FROM json_to_recordset(%s::json) AS v({record})",
-                [document],
+                f"INSERT INTO {table} ({names}) SELECT {picked} FROM {_values(columns)}",
+                [_document(columns, rows)],
             )
         else:
             marks = ", ".join(["%s"] * len(columns))
@@ -188,21 +203,21 @@ def insert_many(model: type[models.Model], fields: Sequence[str], rows: Iterable
 _PLAIN = frozenset((int, str, bool, float, type(None)))
 
 
-def _document(names: list[str], columns: list, rows: list[list]) -> str:
-    """The rows as one JSON array of objects keyed by ``names``, each value as
-    ``_json_value`` gives it. Converted a column at a time: a column of plain values (ids,
-    codes, messages, positions) is taken as it is, which for a report of 5,000 rows halves
-    the Python of the document."""
-    converted = []
+def _document(columns: list, rows: list) -> str:
+    """The rows as one JSON array of arrays, each value as ``_json_value`` gives it.
+    Converted a column at a time: a column of plain values (ids, codes, positions) is taken
+    as it is, and when every column is, the rows are encoded as they are (objects keyed by
+    column cost a report of 4,700 rows 5 ms more Python, for the same time in PostgreSQL)."""
+    converted, changed = [], False
     for field, values in zip(columns, zip(*rows, strict=True), strict=True):
         if not isinstance(field, models.JSONField) and all(type(v) in _PLAIN for v in values):
             converted.append(values)
         else:
             converted.append([_json_value(field, value) for value in values])
-    return json.dumps(
-        [dict(zip(names, values, strict=True)) for values in zip(*converted, strict=True)],
-        separators=(",", ":"),
-    )
+            changed = True
+    if changed:
+        rows = list(zip(*converted, strict=True))
+    return json.dumps(rows, separators=(",", ":"))
 
 
 def _json_value(field, value):
