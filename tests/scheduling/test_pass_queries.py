@@ -162,3 +162,17 @@ def test_repeated_messages_are_stored_exactly(researcher, cluster):
     assert stored == rows
     if connection.vendor == "postgresql":
         assert "text[]" in queries.captured_queries[-1]["sql"]  # sent once each
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the cast is PostgreSQL's")
+def test_the_bulk_writer_refuses_a_value_too_long_for_its_column(researcher, cluster):
+    """Values are cast to their column's type without its length, so a value too long is
+    refused when stored, as by the ORM, never cut short silently."""
+    from django.db import DataError, transaction
+
+    backlog(researcher, cluster, 1)
+    job = Job.objects.get(cluster=cluster)
+    with pytest.raises(DataError), transaction.atomic():
+        bulk_writes.write_report([(job.pk, "X" * 33, "m", 1, None)])
+    job.refresh_from_db()
+    assert job.pending_code == "New"
