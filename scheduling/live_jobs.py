@@ -104,7 +104,13 @@ def live_rows(cluster: Cluster) -> list[tuple]:
         .values_list(*(f"{n}__read" if n in special else n for n in READ))
     )
     if postgresql:
-        return list(rows)
+        # Every value is already what the pass wants (no converter on these columns here):
+        # the cursor's rows as they are, without the ORM's chunked iteration and per-row
+        # tuple copies (a third of the read's Python for 5,000 rows).
+        sql, params = rows.query.sql_with_params()
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
     times = [COLUMN[name] for name in TIMES]
     out = []
     for row in rows:  # elsewhere (SQLite) the ORM gives datetimes: the same microseconds

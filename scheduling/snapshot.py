@@ -17,7 +17,6 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from scheduling.engine import model as m
-from scheduling.engine.report import fast_new
 from scheduling.live_jobs import COLUMN, LiveJobs, live_rows
 from scheduling.models import Cluster, Job, JobEvent, Reservation
 
@@ -156,26 +155,15 @@ def _usernames(ids: set[int]) -> dict[int, str]:
     return dict(get_user_model().objects.filter(pk__in=ids).values_list("pk", "username"))
 
 
-def build_snapshot(cluster: Cluster, now: datetime | None = None) -> SnapshotContext:
-    from budgets.models import GpuType
-
-    now = now or timezone.now()
-    budgets, paths, budget_rows = _budgets(now)
-    cost = {name: float(f) for name, f in GpuType.objects.values_list("name", "cost_factor")}
-    nodes = tuple(
-        m.Node(
-            name=n.name, cluster=cluster.name, gpu_type=n.gpu_type, gpus=n.gpus, drained=n.drained
-        )
-        for n in cluster.nodes.filter(present=True).order_by("name")
-    )
-    rows = live_rows(cluster)
-    users = _usernames({row[OWNER] for row in rows})
+def _engine_jobs(rows, paths, users, cluster: str) -> tuple[list, list]:
+    """The engine's running and pending jobs from the rows of ``live_rows``."""
     running, pending = [], []
-    name = cluster.name
+    is_running = Job.State.RUNNING.value  # a plain str: no enum comparison 5,000 times
+    new, pending_job = object.__new__, m.PendingJob
     for row in rows:
         project_id = row[PROJECT]
         project = paths.get(project_id, "") if project_id else ""
-        if row[STATE] == Job.State.RUNNING:
+        if row[STATE] == is_running:
             running.append(
                 m.RunningJob(
                     id=str(row[ID]),
@@ -192,27 +180,45 @@ def build_snapshot(cluster: Cluster, now: datetime | None = None) -> SnapshotCon
                     protection_source=row[SOURCE],
                 )
             )
-        else:
-            # Built without the frozen dataclass's __init__ (report.fast_new): one per
-            # waiting job, every field given.
-            pending.append(
-                fast_new(
-                    m.PendingJob,
-                    id=str(row[ID]),
-                    project=project,
-                    user=users[row[OWNER]],
-                    gpus=row[GPUS],
-                    submit_s=_seconds(row[SUBMITTED]),
-                    min_runtime_s=float(row[MIN_RUNTIME]),
-                    cluster=name,
-                    gpu_type=None,
-                    kind=row[KIND],
-                    resumable=row[RESUMABLE],
-                    priority=row[PRIORITY],
-                    held=row[HELD],
-                    max_protection_s=float(row[MAX_PROTECTION]) if row[MAX_PROTECTION] else None,
-                )
-            )
+            continue
+        # Built without the frozen dataclass's __init__, as ``report.fast_new`` builds one:
+        # one per waiting job, every field given.
+        job = new(pending_job)
+        submitted, max_protection = row[SUBMITTED], row[MAX_PROTECTION]
+        job.__dict__.update(
+            id=str(row[ID]),
+            project=project,
+            user=users[row[OWNER]],
+            gpus=row[GPUS],
+            submit_s=0.0 if submitted is None else submitted / 1_000_000,
+            min_runtime_s=float(row[MIN_RUNTIME]),
+            cluster=cluster,
+            gpu_type=None,
+            kind=row[KIND],
+            resumable=row[RESUMABLE],
+            priority=row[PRIORITY],
+            held=row[HELD],
+            max_protection_s=float(max_protection) if max_protection else None,
+        )
+        pending.append(job)
+    return running, pending
+
+
+def build_snapshot(cluster: Cluster, now: datetime | None = None) -> SnapshotContext:
+    from budgets.models import GpuType
+
+    now = now or timezone.now()
+    budgets, paths, budget_rows = _budgets(now)
+    cost = {name: float(f) for name, f in GpuType.objects.values_list("name", "cost_factor")}
+    nodes = tuple(
+        m.Node(
+            name=n.name, cluster=cluster.name, gpu_type=n.gpu_type, gpus=n.gpus, drained=n.drained
+        )
+        for n in cluster.nodes.filter(present=True).order_by("name")
+    )
+    rows = live_rows(cluster)
+    users = _usernames({row[OWNER] for row in rows})
+    running, pending = _engine_jobs(rows, paths, users, cluster.name)
     policy = m.Policy(
         name="fairshare",
         max_min_runtime_s=float(settings.ALLOT_MAX_MIN_RUNTIME_S),
