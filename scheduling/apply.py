@@ -170,25 +170,25 @@ def _changed_reports(ctx: SnapshotContext, decisions: m.Decisions, skip: set[str
     """The waiting jobs' report rows (id, code, message, position, estimate) that differ from
     what the pass read: only those are written. Compared on the rows the snapshot read
     (``LiveJobs.report``), so no model instance is built for a waiting job."""
-    jobs, pending = ctx.jobs, Job.State.PENDING
+    report, built, pending = ctx.jobs.report, ctx.jobs.built, Job.State.PENDING.value
     changed = []
     for job_id, info in decisions.pending.items():
-        read = jobs.report(job_id)
+        read = report(job_id)
         if read is None or read[0] != pending or job_id in skip:
             continue
         _, code, message, position, estimate = read
         new_estimate = from_epoch(info.estimated_start_s)
         new_message = info.message[:300]
         if (
-            info.code == code
+            info.position == position
+            and info.code == code
             and new_message == message
-            and info.position == position
-            and micros(new_estimate) == estimate
+            and (estimate is None if new_estimate is None else micros(new_estimate) == estimate)
         ):
             continue  # write only what changed
         changed.append((int(job_id), info.code, new_message, info.position, new_estimate))
-        if job_id in jobs.built:  # keep an instance the pass holds in step with its row
-            job = jobs[job_id]
+        job = built.get(job_id)
+        if job is not None:  # keep an instance the pass holds in step with its row
             job.pending_code, job.pending_message = info.code, new_message
             job.queue_position, job.estimated_start = info.position, new_estimate
     return changed

@@ -176,3 +176,17 @@ def test_the_bulk_writer_refuses_a_value_too_long_for_its_column(researcher, clu
         bulk_writes.write_report([(job.pk, "X" * 33, "m", 1, None)])
     job.refresh_from_db()
     assert job.pending_code == "New"
+
+
+def test_a_pass_that_changes_no_report_writes_none(researcher, tmp_path, run_pass):
+    """The waiting report is compared with the rows the pass read: a second pass on an
+    unchanged queue writes no report row."""
+    cluster = make_cluster(tmp_path)
+    backlog(researcher, cluster, 30)
+    run_pass(cluster)
+
+    with CaptureQueriesContext(connection) as queries:
+        result = run_pass(cluster)
+
+    assert (result.started, result.waiting) == (0, 29)
+    assert not [q for q in queries.captured_queries if "pending_message" in q["sql"]]
