@@ -17,7 +17,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from scheduling.engine import model as m
-from scheduling.live_jobs import COLUMN, LiveJobs, live_rows
+from scheduling.live_jobs import COLUMN, PER_SECOND, LiveJobs, live_rows
 from scheduling.models import Cluster, Job, JobEvent, Reservation
 
 
@@ -146,7 +146,7 @@ SUBMITTED, STARTED, PROTECTED, FUNDED, NODES = (
 def _seconds(micros: int | None) -> float:
     """Microseconds since the epoch as ``epoch`` gives them: ``datetime.timestamp`` divides
     the same whole number of microseconds by 10**6, so the float is the same."""
-    return 0.0 if micros is None else micros / 1_000_000
+    return 0.0 if micros is None else micros / PER_SECOND
 
 
 def _usernames(ids: set[int]) -> dict[int, str]:
@@ -190,7 +190,7 @@ def _engine_jobs(rows, paths, users, cluster: str) -> tuple[list, list]:
             project=project,
             user=users[row[OWNER]],
             gpus=row[GPUS],
-            submit_s=0.0 if submitted is None else submitted / 1_000_000,
+            submit_s=0.0 if submitted is None else submitted / PER_SECOND,
             min_runtime_s=float(row[MIN_RUNTIME]),
             cluster=cluster,
             gpu_type=None,
