@@ -2,11 +2,11 @@
 
 ``update_many`` sets columns on many rows, each row its own values, in one ``UPDATE``:
 
-- PostgreSQL: ``UPDATE t SET a = v.a, ... FROM json_to_recordset(%s::json) AS v(key bigint,
-  a varchar(32), ...) WHERE t.key = v.key``. The rows travel as ONE bound parameter, a JSON
-  array, typed by the record definition (each field's own column type), so there is no limit
-  on the number of rows (bind parameters are limited to 65,535) and the statement's text is
-  the same whatever the number of rows.
+- PostgreSQL: ``UPDATE t SET a = v.c1, ... FROM (SELECT (e->>0)::bigint AS c0, (e->>1)::varchar
+  AS c1, ... FROM jsonb_array_elements(%s::jsonb) AS e) AS v WHERE t.key = v.c0``. The rows
+  travel as ONE bound parameter, a JSON array of arrays, each value cast to its field's column
+  type, so there is no limit on the number of rows (bind parameters are limited to 65,535) and
+  the statement's text is the same whatever the number of rows.
 - Other databases (SQLite): ``executemany`` of one plain ``UPDATE ... WHERE key = %s``, one
   prepared statement run per row, in-process.
 
@@ -26,8 +26,10 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 
 from django.db import connection, models
 
@@ -49,7 +51,10 @@ def update_many(
     value given (NULL equals NULL), ``where`` columns must equal their constant (None: IS
     NULL). A row that no longer exists or fails a condition is left alone and not counted.
     """
-    rows = [list(row) for row in rows]
+    # In key order: the rows are then visited as they lie in the table and index (jobs are
+    # inserted in id order; 7 % less time for a report of 4,700 rows), and every writer
+    # locks them in the same order. The sort is stable: a key given twice keeps its order.
+    rows = sorted(rows, key=itemgetter(0))
     if not rows:
         return 0
     meta = model._meta
@@ -83,13 +88,15 @@ def _where_constants(where_fields, table_alias: str) -> tuple[list[str], list]:
 def _from_json(model, columns, set_fields, add_fields, old_fields, where_fields, rows) -> int:
     qn = connection.ops.quote_name
     names = [f"c{i}" for i in range(len(columns))]
-    record = ", ".join(
-        f"{name} {_column_type(field)}" for name, field in zip(names, columns, strict=True)
-    )
+    rows, pools = _pooled(set_fields, rows)
+    values = _values(columns, pools)
     set_names = names[1 : 1 + len(set_fields)]
     add_names = names[1 + len(set_fields) : 1 + len(set_fields) + len(add_fields)]
     old_names = names[1 + len(set_fields) + len(add_fields) :]
-    assignments = [f"{qn(f.column)} = v.{n}" for f, n in zip(set_fields, set_names, strict=True)]
+    assignments = [
+        f"{qn(f.column)} = (%s::text[])[v.{n}]" if i in pools else f"{qn(f.column)} = v.{n}"
+        for i, (f, n) in enumerate(zip(set_fields, set_names, strict=True), start=1)
+    ]
     assignments += [
         f"{qn(f.column)} = t.{qn(f.column)} + v.{n}"
         for f, n in zip(add_fields, add_names, strict=True)
@@ -100,32 +107,73 @@ def _from_json(model, columns, set_fields, add_fields, old_fields, where_fields,
         for f, n in zip(old_fields, old_names, strict=True)
     ]
     constants, params = _where_constants(where_fields, "t.")
-    document = json.dumps(
-        [
-            {n: _json_value(f, value) for n, f, value in zip(names, columns, row, strict=True)}
-            for row in rows
-        ],
-        separators=(",", ":"),
-    )
+    document = _document(columns, rows)
     sql = (
         f"UPDATE {qn(model._meta.db_table)} AS t SET {', '.join(assignments)} "
-        f"FROM json_to_recordset(%s::json) AS v({record}) "
-        f"WHERE {' AND '.join(conditions + constants)}"
+        f"FROM {values} WHERE {' AND '.join(conditions + constants)}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [document, *params])
+        cursor.execute(sql, [*pools.values(), document, *params])
         return cursor.rowcount
 
 
+def _pooled(set_fields, rows: list) -> tuple[list, dict[int, list[str]]]:
+    """Text columns whose values repeat (a report's ~4,700 messages are a dozen sentences)
+    travel once, as an array, each row giving the value's place in it: with the rows as
+    arrays (``_document``) a report's JSON shrinks from ~900 kB to ~100 kB, and with it the
+    encoding, the quoting and PostgreSQL's parse. Returns the rows (with places for the
+    pooled columns) and the pools by column position."""
+    pools = {}
+    for index, field in enumerate(set_fields, start=1):
+        if not isinstance(field, models.CharField | models.TextField):
+            continue
+        values = [row[index] for row in rows]
+        if not all(type(value) is str for value in values):
+            continue
+        distinct = dict.fromkeys(values)
+        if len(distinct) * 4 > len(rows):
+            continue  # too few repeats to be worth it
+        pools[index] = list(distinct)
+    if not pools:
+        return rows, pools
+    places = {index: {v: i for i, v in enumerate(pool, start=1)} for index, pool in pools.items()}
+    rows = [list(row) for row in rows]
+    for row in rows:
+        for index, place in places.items():
+            row[index] = place[row[index]]
+    return rows, pools
+
+
+def _values(columns, pools=()) -> str:
+    """The rows of a ``_document`` as a table ``v`` with one column ``c<i>`` per field:
+    ``(SELECT (e->>0)::bigint AS c0, ... FROM jsonb_array_elements(%s::jsonb) AS e) AS v``.
+    Each value is cast to its column's type without the length (``varchar``, not
+    ``varchar(32)``: an explicit cast would cut a long value short, where storing it raises,
+    as the ORM's insert or update would); a JSON column takes the nested value (JSON null
+    as SQL NULL); a pooled column is the place of its value (``_pooled``)."""
+    picked = []
+    for i, field in enumerate(columns):
+        if i in pools:
+            picked.append(f"(e->>{i})::integer AS c{i}")
+        elif isinstance(field, models.JSONField):
+            picked.append(f"NULLIF(e->{i}, 'null'::jsonb) AS c{i}")
+        else:
+            picked.append(f"(e->>{i})::{_column_type(field)} AS c{i}")
+    return f"(SELECT {', '.join(picked)} FROM jsonb_array_elements(%s::jsonb) AS e) AS v"
+
+
 def _column_type(field) -> str:
+    """The field's column type without a length or precision (``varchar``, ``numeric``)."""
     if isinstance(field, models.ForeignKey | models.AutoField):
-        return field.rel_db_type(connection)
-    return field.db_type(connection)
+        kind = field.rel_db_type(connection)
+    else:
+        kind = field.db_type(connection)
+    return re.sub(r"\(.*?\)", "", kind)
 
 
 def insert_many(model: type[models.Model], fields: Sequence[str], rows: Iterable[Sequence]) -> int:
     """Insert rows of ``fields`` values (Python values, as the model holds them; a foreign key
-    by its ``*_id`` name) in one statement: ``INSERT ... SELECT ... FROM json_to_recordset``
+    by its ``*_id`` name) in one statement: ``INSERT ... SELECT ... FROM jsonb_array_elements``
     on PostgreSQL, ``executemany`` elsewhere. No defaults are filled in (``auto_now_add``
     included): give every column the row needs. Returns the number of rows inserted."""
     rows = [list(row) for row in rows]
@@ -137,22 +185,10 @@ def insert_many(model: type[models.Model], fields: Sequence[str], rows: Iterable
     table = qn(model._meta.db_table)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            record = ", ".join(f"c{i} {_column_type(f)}" for i, f in enumerate(columns))
             picked = ", ".join(f"v.c{i}" for i in range(len(columns)))
-            document = json.dumps(
-                [
-                    {
-                        f"c{i}": _json_value(f, value)
-                        for i, (f, value) in enumerate(zip(columns, row, strict=True))
-                    }
-                    for row in rows
-                ],
-                separators=(",", ":"),
-            )
             cursor.execute(
-                f"INSERT INTO {table} ({names}) SELECT {picked} "
-                f"FROM json_to_recordset(%s::json) AS v({record})",
-                [document],
+                f"INSERT INTO {table} ({names}) SELECT {picked} FROM {_values(columns)}",
+                [_document(columns, rows)],
             )
         else:
             marks = ", ".join(["%s"] * len(columns))
@@ -161,6 +197,27 @@ def insert_many(model: type[models.Model], fields: Sequence[str], rows: Iterable
                 [[_prep(f, value) for f, value in zip(columns, row, strict=True)] for row in rows],
             )
         return cursor.rowcount
+
+
+# Python values that go into the JSON document as they are (for a column that is not JSON).
+_PLAIN = frozenset((int, str, bool, float, type(None)))
+
+
+def _document(columns: list, rows: list) -> str:
+    """The rows as one JSON array of arrays, each value as ``_json_value`` gives it.
+    Converted a column at a time: a column of plain values (ids, codes, positions) is taken
+    as it is, and when every column is, the rows are encoded as they are (objects keyed by
+    column cost a report of 4,700 rows 5 ms more Python, for the same time in PostgreSQL)."""
+    converted, changed = [], False
+    for field, values in zip(columns, zip(*rows, strict=True), strict=True):
+        if not isinstance(field, models.JSONField) and all(type(v) in _PLAIN for v in values):
+            converted.append(values)
+        else:
+            converted.append([_json_value(field, value) for value in values])
+            changed = True
+    if changed:
+        rows = list(zip(*converted, strict=True))
+    return json.dumps(rows, separators=(",", ":"))
 
 
 def _json_value(field, value):

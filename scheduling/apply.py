@@ -12,6 +12,7 @@ from datetime import datetime
 
 from scheduling import accounting, bulk_writes, dispatch
 from scheduling.engine import model as m
+from scheduling.live_jobs import micros
 from scheduling.models import Job, JobEvent, Node
 from scheduling.snapshot import DISPLACED, SnapshotContext, from_epoch
 from scheduling.transitions import transition, transition_many
@@ -126,7 +127,7 @@ def _remember_displacements(
     known = set(ctx.snapshot.displacements)
     rows = [
         JobEvent(
-            job=ctx.jobs[d.victim_id],
+            job_id=int(d.victim_id),
             at=now,
             kind=DISPLACED,
             message=f"preempted for standing by job #{d.by_id} ({d.by_project})",
@@ -163,6 +164,34 @@ def _explanation_json(info: m.Explanation, job: Job) -> dict:
         ],
         "preemptible_by": info.preemptible_by,
     }
+
+
+def _changed_reports(ctx: SnapshotContext, decisions: m.Decisions, skip: set[str]) -> list:
+    """The waiting jobs' report rows (id, code, message, position, estimate) that differ from
+    what the pass read: only those are written. Compared on the rows the snapshot read
+    (``LiveJobs.report``), so no model instance is built for a waiting job."""
+    report, built, pending = ctx.jobs.report, ctx.jobs.built, Job.State.PENDING.value
+    changed = []
+    for job_id, info in decisions.pending.items():
+        read = report(job_id)
+        if read is None or read[0] != pending or job_id in skip:
+            continue
+        _, code, message, position, estimate = read
+        new_estimate = from_epoch(info.estimated_start_s)
+        new_message = info.message[:300]
+        if (
+            info.position == position
+            and info.code == code
+            and new_message == message
+            and (estimate is None if new_estimate is None else micros(new_estimate) == estimate)
+        ):
+            continue  # write only what changed
+        changed.append((int(job_id), info.code, new_message, info.position, new_estimate))
+        job = built.get(job_id)
+        if job is not None:  # keep an instance the pass holds in step with its row
+            job.pending_code, job.pending_message = info.code, new_message
+            job.queue_position, job.estimated_start = info.position, new_estimate
+    return changed
 
 
 def split_decisions(decisions: m.Decisions, size: int) -> list[m.Decisions]:
@@ -218,28 +247,13 @@ def apply_decisions(
     if not final:
         return counts
 
-    waiting = []
-    for job_id, info in decisions.pending.items():
-        job = jobs.get(job_id)
-        if job is None or job_id in started or job_id in unfunded or job.state != "pending":
-            continue
-        values = (info.code, info.message[:300], info.position, from_epoch(info.estimated_start_s))
-        if values == (
-            job.pending_code,
-            job.pending_message,
-            job.queue_position,
-            job.estimated_start,
-        ):
-            continue  # write only what changed
-        job.pending_code, job.pending_message, job.queue_position, job.estimated_start = values
-        waiting.append(job)
-    bulk_writes.write_waiting(waiting)
+    bulk_writes.write_report(_changed_reports(ctx, decisions, started | unfunded))
 
     explained = []
     for job_id, info in decisions.explanations.items():
-        job = jobs.get(job_id)
-        if job is None or job.state != Job.State.RUNNING:
+        if job_id not in jobs or jobs.value(job_id, "state") != Job.State.RUNNING:
             continue
+        job = jobs[job_id]
         explanation = _explanation_json(info, job)
         if explanation != job.explanation:
             job.explanation = explanation

@@ -4,7 +4,7 @@ running jobs' explanations.
 Django's ``bulk_update`` sends one ``UPDATE ... SET col = CASE WHEN id = 1 THEN ... WHEN id = 2
 THEN ...`` per column per batch: building and parsing those expressions cost 5.1 of a 5.7 s
 refill pass over 4,700 waiting jobs (issue 12). Instead one statement per report through
-``portal.bulk_sql.update_many``: on PostgreSQL an ``UPDATE ... FROM json_to_recordset(%s)``
+``portal.bulk_sql.update_many``: on PostgreSQL an ``UPDATE ... FROM jsonb_array_elements(%s)``
 whose rows travel as one JSON parameter, elsewhere (SQLite) ``executemany`` of one plain
 ``UPDATE ... WHERE id = %s``.
 """
@@ -20,9 +20,10 @@ WAITING_FIELDS = ("pending_code", "pending_message", "queue_position", "estimate
 EXPLANATION_FIELDS = ("explanation",)
 
 
-def write_waiting(jobs: Sequence[Job]) -> None:
-    """Store the pass's report (reason, position, estimate) on these waiting jobs."""
-    update_columns(jobs, WAITING_FIELDS)
+def write_report(rows: Sequence[Sequence]) -> None:
+    """Store the pass's report from rows of (job id, reason code, message, position,
+    estimate): the waiting jobs' report written without their model instances."""
+    update_many(Job, "pk", WAITING_FIELDS, rows)
 
 
 def write_explanations(jobs: Sequence[Job]) -> None:

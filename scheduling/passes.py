@@ -136,6 +136,10 @@ def _marker(cluster_id: int):
     )
 
 
+# What a job must still hold for decisions computed on it (``_stale``).
+_CHECKED = ("state", "attempt_key", "held", "max_protection_s", "protected_until")
+
+
 def _stale(ctx: SnapshotContext, cluster: Cluster, marker, now) -> str | None:
     """Why decisions computed on ``ctx`` may no longer hold, or None; run under the write lock.
 
@@ -151,22 +155,19 @@ def _stale(ctx: SnapshotContext, cluster: Cluster, marker, now) -> str | None:
         str(pk): row
         for pk, *row in Job.objects.filter(
             cluster_id=cluster.pk, state__in=[Job.State.PENDING, Job.State.RUNNING]
-        ).values_list("pk", "state", "attempt_key", "held", "max_protection_s", "protected_until")
+        ).values_list("pk", *_CHECKED)
     }
     ended = []
-    for key, job in ctx.jobs.items():
+    jobs = ctx.jobs
+    for key in jobs:
         row = current.get(key)
-        if job.state == Job.State.PENDING:
-            if row is None or row[:4] != [
-                job.state,
-                job.attempt_key,
-                job.held,
-                job.max_protection_s,
-            ]:
+        read = [jobs.value(key, name) for name in _CHECKED]
+        if read[0] == Job.State.PENDING:
+            if row is None or row[:4] != read[:4]:
                 return f"job {key} changed"
         elif row is None or row[0] != Job.State.RUNNING:
             ended.append(int(key))
-        elif row[1:] != [job.attempt_key, job.held, job.max_protection_s, job.protected_until]:
+        elif row[1:] != read[1:]:
             return f"job {key} changed"
     for pk, state in Job.objects.filter(pk__in=ended).values_list("pk", "state"):
         ctx.jobs[str(pk)].state = state

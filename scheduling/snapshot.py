@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db.models import JSONField, Sum, TextField
-from django.db.models.base import ModelState
-from django.db.models.functions import Cast
+from django.db.models import Sum
 from django.utils import timezone
 
 from scheduling.engine import model as m
+from scheduling.live_jobs import COLUMN, PER_SECOND, LiveJobs, live_rows
 from scheduling.models import Cluster, Job, JobEvent, Reservation
 
 
@@ -34,11 +33,12 @@ def from_epoch(seconds: float | None) -> datetime | None:
 
 @dataclass
 class SnapshotContext:
-    """What the pass needs besides the snapshot: the rows behind the engine's ids."""
+    """What the pass needs besides the snapshot: the rows behind the engine's ids (their
+    model instances built on first access, ``live_jobs.LiveJobs``)."""
 
     snapshot: m.Snapshot
-    jobs: dict[str, Job] = field(default_factory=dict)
-    cost_factors: dict[str, float] = field(default_factory=dict)
+    jobs: LiveJobs
+    cost_factors: dict[str, float]
 
 
 def _budgets(now: datetime) -> tuple[tuple[m.BudgetNode, ...], dict[int, str], dict[int, object]]:
@@ -123,19 +123,30 @@ def _displacements(
     return tuple(out)
 
 
-# Job columns neither the engine nor the pass's writes read: not loaded for thousands of rows.
-# (A start's dispatch task reads its job again.)
-NOT_READ = (
-    "command",
-    "env",
-    "external_id",
-    "gpu_utilization",
-    "exit_code",
-    "last_error",
-    "utilization_at",
-    "wasted_gpu_seconds",
-    "idle_notified_at",
+# Where the snapshot finds each value in a row of ``live_rows``.
+ID, OWNER, PROJECT, STATE, GPUS, KIND = (
+    COLUMN[n] for n in ("id", "owner_id", "project_id", "state", "gpus", "kind")
 )
+RESUMABLE, PRIORITY, HELD, MIN_RUNTIME, MAX_PROTECTION, SOURCE = (
+    COLUMN[n]
+    for n in (
+        "resumable",
+        "priority",
+        "held",
+        "min_runtime_s",
+        "max_protection_s",
+        "protection_source",
+    )
+)
+SUBMITTED, STARTED, PROTECTED, FUNDED, NODES = (
+    COLUMN[n] for n in ("submitted_at", "started_at", "protected_until", "funded", "nodes")
+)
+
+
+def _seconds(micros: int | None) -> float:
+    """Microseconds since the epoch as ``epoch`` gives them: ``datetime.timestamp`` divides
+    the same whole number of microseconds by 10**6, so the float is the same."""
+    return 0.0 if micros is None else micros / PER_SECOND
 
 
 def _usernames(ids: set[int]) -> dict[int, str]:
@@ -144,54 +155,53 @@ def _usernames(ids: set[int]) -> dict[int, str]:
     return dict(get_user_model().objects.filter(pk__in=ids).values_list("pk", "username"))
 
 
-def _live_jobs(cluster: Cluster) -> list[Job]:
-    """The cluster's pending and running jobs as model instances, in submit order, without
-    the columns of ``NOT_READ`` (read on access, as deferred fields are).
-
-    One query. The instances are built from ``values_list`` rows directly, not through
-    ``Model.__init__``, which checks and assigns each of a job's 45 fields one by one: for
-    5,000 jobs that was most of a steady pass (issue 12). They are what ``Model.from_db``
-    gives (the same attribute values, saved state, database alias), so every later use
-    (descriptors, ``refresh_from_db``, deferred loading) works as usual. The JSON columns come
-    as text and are parsed here: a waiting job's are ``{}`` and ``[]``, and Django's decoder
-    parsing 10,000 of those was a third of the read's Python (115 -> 71 ms of CPU).
-    """
-    names = [f.attname for f in Job._meta.concrete_fields if f.name not in NOT_READ]
-    as_text = {f"{name}__text": Cast(name, TextField()) for name in JSON_READ}
-    rows = (
-        Job.objects.filter(cluster=cluster, state__in=[Job.State.PENDING, Job.State.RUNNING])
-        .order_by("submitted_at", "id")
-        .annotate(**as_text)
-        .values_list(*(f"{n}__text" if n in JSON_READ else n for n in names))
-    )
-    parsed = [i for i, name in enumerate(names) if name in JSON_READ]
-    jobs = []
-    for values in rows:
-        values = list(values)
-        for i in parsed:
-            values[i] = _json(values[i])
-        job = Job.__new__(Job)
-        job.__dict__.update(zip(names, values, strict=True))
-        job._state = ModelState()
-        job._state.adding, job._state.db = False, rows.db
-        jobs.append(job)
-    return jobs
-
-
-# The JSON columns the pass reads, parsed from their text in ``_live_jobs``.
-JSON_READ = tuple(
-    f.attname
-    for f in Job._meta.concrete_fields
-    if isinstance(f, JSONField) and f.name not in NOT_READ
-)
-
-
-def _json(text: str | None):
-    if text == "{}":
-        return {}
-    if text == "[]":
-        return []
-    return None if text is None else json.loads(text)
+def _engine_jobs(rows, paths, users, cluster: str) -> tuple[list, list]:
+    """The engine's running and pending jobs from the rows of ``live_rows``."""
+    running, pending = [], []
+    is_running = Job.State.RUNNING.value  # a plain str: no enum comparison 5,000 times
+    new, pending_job = object.__new__, m.PendingJob
+    for row in rows:
+        project_id = row[PROJECT]
+        project = paths.get(project_id, "") if project_id else ""
+        if row[STATE] == is_running:
+            running.append(
+                m.RunningJob(
+                    id=str(row[ID]),
+                    project=project,
+                    user=users[row[OWNER]],
+                    gpus=row[GPUS],
+                    nodes=tuple((node, gpus) for node, gpus in json.loads(row[NODES])),
+                    start_s=_seconds(row[STARTED]),
+                    protected_until_s=_seconds(row[PROTECTED]),
+                    funded=row[FUNDED],
+                    kind=row[KIND],
+                    resumable=row[RESUMABLE],
+                    submit_s=_seconds(row[SUBMITTED]),
+                    protection_source=row[SOURCE],
+                )
+            )
+            continue
+        # Built without the frozen dataclass's __init__, as ``report.fast_new`` builds one:
+        # one per waiting job, every field given.
+        job = new(pending_job)
+        submitted, max_protection = row[SUBMITTED], row[MAX_PROTECTION]
+        job.__dict__.update(
+            id=str(row[ID]),
+            project=project,
+            user=users[row[OWNER]],
+            gpus=row[GPUS],
+            submit_s=0.0 if submitted is None else submitted / PER_SECOND,
+            min_runtime_s=float(row[MIN_RUNTIME]),
+            cluster=cluster,
+            gpu_type=None,
+            kind=row[KIND],
+            resumable=row[RESUMABLE],
+            priority=row[PRIORITY],
+            held=row[HELD],
+            max_protection_s=float(max_protection) if max_protection else None,
+        )
+        pending.append(job)
+    return running, pending
 
 
 def build_snapshot(cluster: Cluster, now: datetime | None = None) -> SnapshotContext:
@@ -206,51 +216,9 @@ def build_snapshot(cluster: Cluster, now: datetime | None = None) -> SnapshotCon
         )
         for n in cluster.nodes.filter(present=True).order_by("name")
     )
-    jobs = _live_jobs(cluster)
-    users = _usernames({j.owner_id for j in jobs})
-    for job in jobs:
-        # The rows this pass already holds, so that writing a start (its funding chain, its
-        # price) reads no budget node or cluster per job; no join of 5,000 job rows either.
-        Job.cluster.field.set_cached_value(job, cluster)
-        if job.project_id in budget_rows:
-            Job.project.field.set_cached_value(job, budget_rows[job.project_id])
-    running, pending = [], []
-    for job in jobs:
-        project = paths.get(job.project_id, "") if job.project_id else ""
-        if job.state == Job.State.RUNNING:
-            running.append(
-                m.RunningJob(
-                    id=str(job.pk),
-                    project=project,
-                    user=users[job.owner_id],
-                    gpus=job.gpus,
-                    nodes=tuple((name, gpus) for name, gpus in job.nodes),
-                    start_s=epoch(job.started_at),
-                    protected_until_s=epoch(job.protected_until),
-                    funded=job.funded,
-                    kind=job.kind,
-                    resumable=job.resumable,
-                    submit_s=epoch(job.submitted_at),
-                    protection_source=job.protection_source,
-                )
-            )
-        else:
-            pending.append(
-                m.PendingJob(
-                    id=str(job.pk),
-                    project=project,
-                    user=users[job.owner_id],
-                    gpus=job.gpus,
-                    submit_s=epoch(job.submitted_at),
-                    min_runtime_s=float(job.min_runtime_s),
-                    cluster=cluster.name,
-                    kind=job.kind,
-                    resumable=job.resumable,
-                    priority=job.priority,
-                    held=job.held,
-                    max_protection_s=float(job.max_protection_s) if job.max_protection_s else None,
-                )
-            )
+    rows = live_rows(cluster)
+    users = _usernames({row[OWNER] for row in rows})
+    running, pending = _engine_jobs(rows, paths, users, cluster.name)
     policy = m.Policy(
         name="fairshare",
         max_min_runtime_s=float(settings.ALLOT_MAX_MIN_RUNTIME_S),
@@ -269,4 +237,6 @@ def build_snapshot(cluster: Cluster, now: datetime | None = None) -> SnapshotCon
         displacements=_displacements(cluster, now, {r.id: r for r in running}, policy),
         chain_balances=True,  # tree_stats gives every node its subtree balance
     )
-    return SnapshotContext(snapshot=snapshot, jobs={str(j.pk): j for j in jobs}, cost_factors=cost)
+    return SnapshotContext(
+        snapshot=snapshot, jobs=LiveJobs(rows, cluster, budget_rows), cost_factors=cost
+    )
