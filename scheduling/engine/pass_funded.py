@@ -16,18 +16,28 @@ class FundedSteps:
     def _try_funded(self, job: PendingJob) -> bool:
         """Place a funded job or record why it waits. False: it is unfunded (try later)."""
         st = self.st
-        pools = st.pools_for(job)
         if job.kind == "interactive" and st.policy.interactive_pool_gpus:
-            pools = [p for p in pools if self._lane_room(job, p)]
+            pools = [p for p in st.pools_for(job) if self._lane_room(job, p)]
             if not pools:
                 self.funded_fail[job.id] = "InteractiveLimit"
                 return True
-        if not all(p.fits_ever(job.gpus) for p in pools):
             pools = [p for p in pools if p.fits_ever(job.gpus)]
-            if not pools:  # it can never fit: it must not block the jobs behind it
-                self.funded_fail[job.id] = "ExceedsCapacity"
-                return True
-        if len(pools) == 1 and self.fairshare and self._hopeless(pools[0], job):
+        else:  # which pools could ever hold it is fixed for the pass: once per shape
+            key = (job.cluster, job.gpu_type, job.gpus)
+            pools = self._fitting.get(key)
+            if pools is None:
+                pools = self._fitting[key] = [p for p in st.pools_for(job) if p.fits_ever(job.gpus)]
+        if not pools:  # it can never fit: it must not block the jobs behind it
+            self.funded_fail[job.id] = "ExceedsCapacity"
+            return True
+        # (for a job that fits on one node, ``_hopeless`` implies ``_quiet``, which then
+        # decides the same: only a multi-node job needs it first)
+        if (
+            len(pools) == 1
+            and self.fairshare
+            and pools[0].is_multi(job.gpus)
+            and self._hopeless(pools[0], job)
+        ):
             self.waits_in = pools
             if not st.can_fund(job, pools[0]):
                 return False

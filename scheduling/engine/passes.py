@@ -32,9 +32,7 @@ and ``pass_memo`` (the fast paths of a saturated queue and their memo).
 from __future__ import annotations
 
 import gc
-from collections import deque
 from dataclasses import replace
-from itertools import islice
 
 from scheduling.engine.explain import drain_times, explanations
 from scheduling.engine.model import (
@@ -95,6 +93,7 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
         self._alike_of: dict[str, tuple] = {}
         self._funded_key: tuple[str, ...] = ()
         self._alike_moved: tuple[int, int] | None = None
+        self._fitting: dict[tuple, list[Pool]] = {}  # (cluster, GPU type, GPUs) -> pools
 
     # ---- steps ---------------------------------------------------------------------------
 
@@ -180,8 +179,10 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
         # (``_skip``): each would wait for Priority and change nothing.
         skips = segments is not None and self.fairshare and not self.details
         seg_k, seg_start, seg_end, group, probe = 0, 0, -1, None, False
-        walk = enumerate(zip(queue, keys, bases, strict=True))
-        for pos, (job, key, base) in walk:
+        pos, end = -1, len(queue)
+        while pos + 1 < end:
+            pos += 1
+            job, key, base = queue[pos], keys[pos], bases[pos]
             if skips:
                 if pos >= seg_end:
                     while segments[seg_k][1] <= pos:
@@ -195,7 +196,7 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
                         saturated = True
                         break
                     if n:
-                        deque(islice(walk, n - 1), maxlen=0)
+                        pos += n - 1  # passed over: the next job visited is at pos + n
                         continue
             if job.id in self.started or job.id in funded_fail:
                 continue

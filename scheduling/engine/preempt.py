@@ -23,6 +23,7 @@ never is, and inside the reservation's own subtree the usual rule applies.
 from __future__ import annotations
 
 import math
+from itertools import compress
 
 from scheduling.engine.model import PendingJob
 from scheduling.engine.placement import Held, Pool
@@ -59,6 +60,16 @@ class _Below(dict):
         else:
             hit = self[project] = self.below(project, self.preemptor)
         return hit
+
+
+def below_of(st: PassState, preemptor: str) -> _Below:
+    """The rank test of ``preemptor`` (no reservation holder), one per project and pass: it
+    reads only the tree and the shields, both fixed for the pass, so every search of the
+    project shares its answers instead of asking the tree again."""
+    hit = st.below.get(preemptor)
+    if hit is None:
+        hit = st.below[preemptor] = _Below(st, preemptor)
+    return hit
 
 
 def open_reserved(st: PassState, pool: Pool, job: PendingJob) -> dict[int, Held]:
@@ -114,7 +125,9 @@ def _yieldable(st: PassState, pool: Pool, i: int, cache: list):
             continue
         total += used
     cands.sort()  # by (funded, -used, id): ids are unique on a node, so never by the job
-    hit = cache[i] = (pool.version[i], cands, total, unfunded, tuple(by_project.items()))
+    # the funded candidates' projects and their GPUs, apart: find_victims sums at C speed
+    projects, gpus = tuple(by_project), tuple(by_project.values())
+    hit = cache[i] = (pool.version[i], cands, total, unfunded, projects, gpus)
     return hit
 
 
@@ -165,7 +178,7 @@ def find_victims(
     Nodes are visited in name order, so a node can only win by a strictly smaller cost; one
     whose lower bound (a funded victim needed or not, one victim, the missing GPUs freed)
     already reaches the best cost is skipped without building its victim set."""
-    below = None if any_rank else _Below(st, job.project)
+    below = None if any_rank else below_of(st, job.project)
     reserved = reserved or {}
     rules = {i: _Below(st, job.project, h.project) for i, h in reserved.items()}
     gpus = job.gpus
@@ -195,7 +208,7 @@ def find_victims(
                         hit = _yieldable(st, pool, i, cache)
                     holder = holders.get(h.project)
                     if holder is None:
-                        holder = holders[h.project] = _Below(st, h.project)
+                        holder = holders[h.project] = below_of(st, h.project)
                     blockers = [c for c in hit[1] if c[0] and not holder.allows(c[4])]
                     total = sum(c[3] for c in blockers)
                     if size[i] < gpus or total < gpus:
@@ -212,7 +225,7 @@ def find_victims(
             hit = cache[i]
             if hit is None or hit[0] != version[i]:
                 hit = _yieldable(st, pool, i, cache)
-            _, yieldable, total, unfunded, by_project = hit
+            _, yieldable, total, unfunded, projects, their_gpus = hit
             if f + total < gpus:
                 continue
             if best_cost is not None and (0 if f + unfunded >= gpus else 1, 1, gpus - f) >= (
@@ -220,7 +233,10 @@ def find_victims(
             ):
                 continue
             rule = rules.get(i, below) if rules else below
-            if rule is not None and f + unfunded + sum(g for p, g in by_project if rule[p]) < gpus:
+            if (
+                rule is not None
+                and f + unfunded + sum(compress(their_gpus, map(rule.__getitem__, projects))) < gpus
+            ):
                 # even every funded candidate the rank test lets it take is not enough (the
                 # shield only takes more away): _node_victims would find none
                 continue
@@ -240,7 +256,7 @@ def find_victims(
         hit = cache[i]
         if hit is None or hit[0] != version[i]:
             hit = _yieldable(st, pool, i, cache)
-        _, yieldable, total, _, _ = hit
+        yieldable, total = hit[1], hit[2]
         if free[i] + total < size[i]:
             continue
         found = _node_victims(free[i], yieldable, size[i], rules.get(i, below))
@@ -331,7 +347,7 @@ def earliest_nodes(st: PassState, pool: Pool, job: PendingJob):
     GPUs of such jobs are returned with start_s infinity, and ``blockers`` names their
     projects: the job waits for them to finish, and the nodes are held for it meanwhile, so
     worse-ranked funded work cannot take the GPUs that free up there (no overtaking)."""
-    now, running, below, gpus = st.now, st.running, _Below(st, job.project), job.gpus
+    now, running, below, gpus = st.now, st.running, below_of(st, job.project), job.gpus
     drained, held, size, free, jobs = pool.drained, pool.held, pool.size, pool.free, pool.jobs
     if not pool.is_multi(gpus):
         best = None

@@ -82,6 +82,7 @@ class PassState:
             pool.index()
         self._prot: dict[tuple, float] = {}
         self.victim_cache: dict = {}
+        self.below: dict = {}  # preempt.below_of: each project's rank test, for the pass
         self._rank_of = {path: n.rank for path, n in self.tree.nodes.items()}
         self._user_usage = snap.user_usage_gpu_s
         self._pool_cache: dict[tuple[str | None, str | None], list[Pool]] = {}
