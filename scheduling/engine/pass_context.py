@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from itertools import accumulate, compress, count, repeat
-from operator import eq, is_, is_not
+from operator import is_, is_not
 
 from scheduling.engine.model import PendingJob
 from scheduling.engine.pass_repeat import RepeatMemo
@@ -41,7 +41,18 @@ class Group:
     pass may skip them by (``Pass._skip``): where each shape occurs, and the largest lien
     (GPUs x protection) from each position on."""
 
-    __slots__ = ("project", "order", "jobs", "keys", "bases", "dirty", "at", "most", "lane")
+    __slots__ = (
+        "project",
+        "order",
+        "jobs",
+        "keys",
+        "bases",
+        "dirty",
+        "at",
+        "most",
+        "lane",
+        "shapes",
+    )
 
     def __init__(self, project: str) -> None:
         self.project = project
@@ -53,6 +64,7 @@ class Group:
         self.at: dict[tuple, list[int]] = {}  # shape -> its positions, ascending
         self.most: list[float] = []  # most[k] = max(bases[k:])
         self.lane = False  # holds an interactive session: never skipped
+        self.shapes: dict[tuple | None, int] = {}  # how many of its jobs have each shape
 
 
 class PassContext:
@@ -65,6 +77,8 @@ class PassContext:
         # per project: how many of its filed jobs have each GPUs x protection (pass_repeat)
         self.base_count: dict[str, dict[float, int]] = {}
         self._base_sorted: dict[str, list[float]] = {}
+        # one object per distinct shape, so a group finds its shapes' positions by identity
+        self._shapes: dict[tuple, tuple] = {}
         self.repeats = RepeatMemo()  # the last pass that decided nothing (pass_repeat.py)
 
     def queue(self, st) -> tuple[list[PendingJob], list, list[float], list] | None:
@@ -148,6 +162,9 @@ class PassContext:
         k = bisect_left(g.order, item)
         g.order.insert(k, item)
         base, key = job.gpus * st.protection(job), shape(job)
+        if key is not None:
+            key = self._shapes.setdefault(key, key)
+        g.shapes[key] = g.shapes.get(key, 0) + 1
         self.by_id[job.id] = (job, key, base)
         g.jobs.insert(k, job)
         g.keys.insert(k, key)
@@ -166,7 +183,13 @@ class PassContext:
             return
         g = self.groups[(job.project, job.user)]
         k = bisect_left(g.order, (job.submit_s, job.id))
+        key = g.keys[k]
         del g.order[k], g.jobs[k], g.keys[k], g.bases[k]
+        n = g.shapes[key] - 1
+        if n:
+            g.shapes[key] = n
+        else:
+            del g.shapes[key]
         base = self.by_id.pop(job.id)[2]
         g.dirty = True
         if job.project:
@@ -193,10 +216,13 @@ class PassContext:
         """The group's shape positions and largest liens, after jobs came or left (its
         jobs, shapes and liens are kept in order as they do)."""
         if g.dirty:
-            keys = g.keys
-            shapes = dict.fromkeys(keys)  # in order of first occurrence
-            if len(shapes) <= 8:  # most groups hold one or a few shapes: scan at C speed
-                g.at = {s: list(compress(count(), map(eq, keys, repeat(s)))) for s in shapes}
+            keys, shapes = g.keys, g.shapes
+            if len(shapes) == 1:
+                g.at = {s: list(range(len(keys))) for s in shapes}
+            elif len(shapes) <= 8:  # most groups hold one or a few shapes: scan at C speed
+                # (equal shapes are one object: ``_file``), listed by first occurrence
+                at = {s: list(compress(count(), map(is_, keys, repeat(s)))) for s in shapes}
+                g.at = dict(sorted(at.items(), key=lambda item: item[1][0]))
             else:
                 at: dict[tuple | None, list[int]] = {}
                 for k, key in enumerate(keys):

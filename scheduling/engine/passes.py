@@ -99,11 +99,13 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
 
     def budget_floor(self) -> None:
         st = self.st
-        for jid in sorted(st.running):
+        now, out_of = st.now, {}  # out_of per project: the balances do not move here
+        due = [j.id for j in st.running.values() if j.funded and now >= j.protected_until_s]
+        for jid in sorted(due):
             job = st.running[jid]
-            if not job.funded or st.now < job.protected_until_s:
-                continue
-            path = st.out_of(job.project)
+            path = out_of.get(job.project)
+            if path is None:
+                path = out_of[job.project] = st.out_of(job.project)
             if not path:
                 continue
             st.running[jid] = replace(job, funded=False, protection_source="none (unfunded)")

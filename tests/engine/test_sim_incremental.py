@@ -185,6 +185,8 @@ def test_the_contexts_groups_equal_those_rebuilt_from_its_index_at_every_pass(mo
                 at.setdefault(key, []).append(k)
             assert g.at == at and list(g.at) == list(at)
             assert g.lane == (None in at)
+            assert g.shapes == {key: len(ks) for key, ks in at.items()}
+            assert all(context._shapes[key] is key for key in at if key is not None)
             assert g.most == [max(g.bases[k:]) for k in range(len(g.bases))]
         checked.append(len(context.groups))
         return got
@@ -194,3 +196,49 @@ def test_the_contexts_groups_equal_those_rebuilt_from_its_index_at_every_pass(mo
     jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
     simulator.simulate(sc, jobs, "fairshare", until_s=2 * 86400.0, record_events=False)
     assert len(checked) > 100 and max(checked) >= 5
+
+
+def remaining_recomputed(sim, t: float) -> dict[str, float]:
+    """The balances as the simulator counted them before it kept its funded runs' liens
+    (``Simulator.liens``): every running job, every call."""
+    used: dict[str, float] = {}
+    for p, spent in sim.spent.items():
+        for anc in sim.up.get(p, ()):
+            used[anc] = used.get(anc, 0.0) + spent
+    for r in sim.running.values():
+        if r.funded and r.protected_until_s > t:
+            lien = (r.protected_until_s - t) * r.gpus * sim.node_cost[r.nodes[0][0]]
+            for anc in sim.up.get(r.project, ()):
+                used[anc] = used.get(anc, 0.0) + lien
+    return {p: grant - used.get(p, 0.0) for p, grant in sim.grants.items()}
+
+
+def replay_checking_the_balances(monkeypatch, scenario, jobs, until) -> int:
+    kept = simulator.Simulator.remaining
+    checked = []
+
+    def both(sim, t):
+        got = kept(sim, t)
+        assert got == remaining_recomputed(sim, t), t  # equal floats: summed in one order
+        assert list(sim.liens) == [r.id for r in sim.running.values() if r.funded]
+        checked.append(t)
+        return got
+
+    monkeypatch.setattr(simulator.Simulator, "remaining", both)
+    simulator.simulate(scenario, jobs, "fairshare", until_s=until, record_events=False)
+    return len(checked)
+
+
+def test_the_balances_of_the_example_replay_equal_those_recounted_from_every_running_job(
+    monkeypatch,
+):
+    sc = load_scenario(str(ROOT / "examples" / "small.yaml"))
+    jobs = load_trace(str(ROOT / "examples" / "small.csv"))
+    assert replay_checking_the_balances(monkeypatch, sc, jobs, 3 * 86400.0) > 10
+
+
+@pytest.mark.skipif(not PHILLY.exists(), reason="the Philly trace is not on this machine")
+def test_the_balances_of_two_saturated_philly_days_equal_those_recounted(monkeypatch):
+    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
+    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
+    assert replay_checking_the_balances(monkeypatch, sc, jobs, 2 * 86400.0) > 100

@@ -51,13 +51,15 @@ class Accounting:
         """Each budget node's grant minus what its subtree spent this period and holds in
         liens (the unspent part of running funded jobs' protected windows)."""
         used: dict[str, float] = defaultdict(float)
+        up = self.up
         for p, spent in self.spent.items():
-            for anc in self.up.get(p, ()):
+            for anc in up.get(p, ()):
                 used[anc] += spent
-        for r in self.running.values():
-            if r.funded and r.protected_until_s > t:
-                lien = (r.protected_until_s - t) * r.gpus * self.node_cost[r.nodes[0][0]]
-                for anc in self.up.get(r.project, ()):
+        # the funded runs in running order (``_rates`` keeps them), so every sum is the same
+        for until, gpus, cost, chain in self.liens.values():
+            if until > t:
+                lien = (until - t) * gpus * cost
+                for anc in chain:
                     used[anc] += lien
         return {p: grant - used.get(p, 0.0) for p, grant in self.grants.items()}
 
@@ -147,5 +149,12 @@ class Accounting:
             self.user_rate[(r.project, r.user)] += sign * r.gpus * cost
             chain = self.up.get(r.project, ())
             self.floor.runs.update(chain, r.protected_until_s, r.gpus * cost, sign)
+            # A funded run joins the end of ``running`` and leaves it by ``_stop`` (a
+            # defunded one comes back unfunded), so ``liens`` holds the funded runs in
+            # ``running``'s order: ``remaining`` adds their liens in the order it always has.
+            if sign > 0:
+                self.liens[r.id] = (r.protected_until_s, r.gpus, cost, chain)
+            else:
+                del self.liens[r.id]
         else:
             self.unfunded_rate[r.project] += sign * r.gpus * cost
