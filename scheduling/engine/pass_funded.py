@@ -76,8 +76,6 @@ class FundedSteps:
             n = self.searches[id(pool)] = self.searches.get(id(pool), 0) + 1
             if n >= MAX_VICTIM_SEARCHES_PER_POOL:
                 self.epoch += 1  # from now on no search in this pool: every job's fate moves
-            else:  # only this project's memo moved
-                self.version[job.project] = self.version.get(job.project, 0) + 1
             if found is None:
                 if not reserved:
                     key = (id(pool), job.project)

@@ -73,21 +73,24 @@ class QueueMemo:
     def _skip(self, group, k: int, waits: dict) -> int:
         """How many jobs of ``group`` (a ``pass_context.Group``), from its position ``k``
         on, the queue walk may pass over: each would hit the walk's memo (its shape waited
-        at this epoch and project version, ``run``) and its project could fund it, so it
-        would wait for Priority and change nothing. The run ends before the first job whose
-        shape the memo does not settle. 0: none (walk on job by job); -1: the job at ``k``
+        at this epoch, ``run``) and its project could fund it, so it would wait for Priority
+        and change nothing. The run ends before the first job whose shape the memo does not
+        settle. 0: none (walk on job by job); -1: the job at ``k``
         would end the walk (nothing can start any more, ``_saturated``)."""
-        epoch, mine = self.epoch, self.version.get(group.project, 0)
+        epoch = self.epoch
+        hit = waits.get(group.keys[k])  # the job at k itself: most often not settled
+        if not (hit and hit[0] == epoch and hit[2]):
+            return 0  # (the loop below would end the run at k)
         end, cost = len(group.jobs), None
         for key, at in group.at.items():
             i = bisect_left(at, k)
             if i == len(at):
                 continue  # no job of this shape from k on
             hit = waits.get(key)
-            if hit and hit[0] == epoch and hit[1] == mine and hit[3]:
+            if hit and hit[0] == epoch and hit[2]:
                 if cost is None:
-                    cost = hit[3]
-                elif cost != hit[3]:
+                    cost = hit[2]
+                elif cost != hit[2]:
                     return 0
             elif at[i] < end:
                 end = at[i]

@@ -82,7 +82,6 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
         # Bumped whenever the pools or the search counts change: ``_saturated`` reads only
         # those, so its answer is reused until the next change.
         self.epoch = 0
-        self.version: dict[str, int] = {}  # per project: bumped when its search memo moves
         self.waits_in: list[Pool] | None = None  # set by _try_funded: see run()
         self._saturated_at: tuple[int, bool] = (-1, False)
         self._full_at: tuple[int, bool] = (-1, False)
@@ -169,12 +168,13 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
         saturated = False
         # A job that waits because nothing fits its pools and no search can help there
         # (``_hopeless``/``_quiet``; under a baseline, no placement) is followed by every job
-        # of its shape (project, pools, GPUs) until something starts, preempts, holds,
-        # searches or blocks (``epoch``; a failed victim search moves only its project's
-        # ``version``): only the lien, which differs with the protection, is checked per job
-        # (``_waits``). Most of a saturated queue waits this way.
-        waits: dict[tuple, tuple[int, int, list[Pool], float]] = {}
-        funded_fail, version = self.funded_fail, self.version
+        # of its shape (project, pools, GPUs) until something starts, preempts, holds, blocks
+        # or spends a pool's search budget (``epoch``): only the lien, which differs with the
+        # protection, is checked per job (``_waits``). Most of a saturated queue waits so. A
+        # failed victim search moves nothing here: it only takes options away (a search
+        # budget used, a smaller failed size), so a shape that waited still waits.
+        waits: dict[tuple, tuple[int, list[Pool], float]] = {}
+        funded_fail = self.funded_fail
         left_of, protection = st.left, st.protection
         # With a context (and no details to report), a run of a group's jobs whose shapes
         # all hit that memo and which the project can all fund is settled at once
@@ -209,16 +209,16 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
             else:  # the lane and its per-user limit are not a matter of shape
                 hit = waits.get(key)
                 funded = None
-                if hit and hit[0] == self.epoch and hit[1] == version.get(job.project, 0):
-                    if hit[3]:  # fair share: can_fund in its cheapest pool, inlined
+                if hit and hit[0] == self.epoch:
+                    if hit[2]:  # fair share: can_fund in its cheapest pool, inlined
                         left = left_of(job.project)
                         if base is None:
                             base = job.gpus * protection(job)
-                        funded = left > 0 and left >= base * hit[3]
+                        funded = left > 0 and left >= base * hit[2]
                         if funded:
                             funded_fail[job.id] = "Priority"
                     else:
-                        funded = self._waits(job, hit[2])
+                        funded = self._waits(job, hit[1])
                 if funded is not None:
                     if not funded:
                         deferred.append(job)
@@ -226,20 +226,15 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
                         saturated = True
                         break
                     continue
-            epoch, mine = self.epoch, version.get(job.project, 0)
+            epoch = self.epoch
             self.waits_in = None
             funded = self._try_funded(job)
             probe = skips and group is not None and not group.lane
-            if (
-                key is not None
-                and self.waits_in is not None
-                and self.epoch == epoch
-                and version.get(job.project, 0) == mine
-            ):
+            if key is not None and self.waits_in is not None and self.epoch == epoch:
                 cheapest = 0.0  # a baseline, or a project that can fund nothing: _waits
                 if self.fairshare and job.project and job.project in st.tree.nodes:
                     cheapest = min(st.cost(p.gpu_type) for p in self.waits_in)
-                waits[key] = (epoch, mine, self.waits_in, cheapest)
+                waits[key] = (epoch, self.waits_in, cheapest)
             if not funded:
                 deferred.append(job)
             elif job.id not in self.started and self.fairshare and self._saturated():

@@ -75,8 +75,8 @@ def below_of(st: PassState, preemptor: str) -> _Below:
 def open_reserved(st: PassState, pool: Pool, job: PendingJob) -> dict[int, Held]:
     """Nodes of ``pool`` held by an approved reservation of ``job``'s project (or an
     ancestor) whose window has opened: node index -> hold."""
-    if not pool.held or not job.project:
-        return {}
+    if not pool.held or not job.project or not st.snap.reservations:
+        return {}  # (only an approved reservation's hold is a ``reservation``)
     return {
         i: h
         for i, h in pool.held.items()
@@ -91,6 +91,8 @@ def open_reserved(st: PassState, pool: Pool, job: PendingJob) -> dict[int, Held]
 def reserved_preemptible(st: PassState, pool: Pool) -> bool:
     """Does an opened reservation node carry unprotected work of another project? Then a
     job of the reservation's project further down the queue may still preempt it."""
+    if not st.snap.reservations:
+        return False  # (only an approved reservation's hold is a ``reservation``)
     now, running = st.now, st.running
     for i, h in pool.held.items():
         if not h.reservation or not h.project or h.start_s > now or pool.drained[i]:
