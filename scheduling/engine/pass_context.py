@@ -21,7 +21,7 @@ under one policy.
 from __future__ import annotations
 
 from bisect import bisect_left
-from itertools import accumulate, compress, count, repeat
+from itertools import compress, count
 from operator import is_, is_not
 
 from scheduling.engine.model import PendingJob
@@ -38,21 +38,10 @@ def shape(job: PendingJob) -> tuple | None:
 
 class Group:
     """The waiting jobs of one (project, user), in (submit time, id) order, with what a
-    pass may skip them by (``Pass._skip``): where each shape occurs, and the largest lien
-    (GPUs x protection) from each position on."""
+    pass may skip them by (``Pass._skip``): each job's shape as a byte (``codes``, one code
+    per shape the group holds, ``ids``), so the next job of a shape is found at C speed."""
 
-    __slots__ = (
-        "project",
-        "order",
-        "jobs",
-        "keys",
-        "bases",
-        "dirty",
-        "at",
-        "most",
-        "lane",
-        "shapes",
-    )
+    __slots__ = ("project", "order", "jobs", "keys", "bases", "codes", "ids", "count", "wide")
 
     def __init__(self, project: str) -> None:
         self.project = project
@@ -60,11 +49,39 @@ class Group:
         self.jobs: list[PendingJob] = []
         self.keys: list[tuple | None] = []
         self.bases: list[float] = []
-        self.dirty = False
-        self.at: dict[tuple, list[int]] = {}  # shape -> its positions, ascending
-        self.most: list[float] = []  # most[k] = max(bases[k:])
-        self.lane = False  # holds an interactive session: never skipped
-        self.shapes: dict[tuple | None, int] = {}  # how many of its jobs have each shape
+        self.codes = bytearray()  # codes[k] = ids[keys[k]]
+        self.ids: dict[tuple | None, int] = {}  # the shapes it holds -> their codes
+        self.count: dict[tuple | None, int] = {}  # how many of its jobs have each shape
+        self.wide = False  # more shapes than a byte tells apart: never skipped
+
+    @property
+    def lane(self) -> bool:
+        """It holds an interactive session: never skipped."""
+        return None in self.ids
+
+    def insert(self, k: int, item: tuple, job: PendingJob, key, base: float) -> None:
+        self.order.insert(k, item)
+        self.jobs.insert(k, job)
+        self.keys.insert(k, key)
+        self.bases.insert(k, base)
+        code = self.ids.get(key)
+        if code is None:  # the lowest code free (a shape that left gives its code back)
+            used = set(self.ids.values())
+            code = self.ids[key] = next(c for c in range(len(used) + 1) if c not in used)
+            self.wide = self.wide or code > 255
+        self.count[key] = self.count.get(key, 0) + 1
+        self.codes.insert(k, code & 255)
+
+    def delete(self, k: int) -> None:
+        key = self.keys[k]
+        del self.order[k], self.jobs[k], self.keys[k], self.bases[k], self.codes[k]
+        n = self.count[key] - 1
+        if n:
+            self.count[key] = n
+        else:
+            del self.count[key], self.ids[key]
+            if not self.ids:
+                self.wide = False
 
 
 class PassContext:
@@ -77,7 +94,7 @@ class PassContext:
         # per project: how many of its filed jobs have each GPUs x protection (pass_repeat)
         self.base_count: dict[str, dict[float, int]] = {}
         self._base_sorted: dict[str, list[float]] = {}
-        # one object per distinct shape, so a group finds its shapes' positions by identity
+        # one object per distinct shape (its groups look shapes up by it)
         self._shapes: dict[tuple, tuple] = {}
         self.repeats = RepeatMemo()  # the last pass that decided nothing (pass_repeat.py)
 
@@ -114,7 +131,7 @@ class PassContext:
                 j += 1
             start = len(jobs)
             if j == i + 1:
-                g = self._ready(self.groups[heads[i][2:]])
+                g = self.groups[heads[i][2:]]
                 jobs += g.jobs
                 keys += g.keys
                 bases += g.bases
@@ -122,7 +139,7 @@ class PassContext:
             else:  # groups tied on rank and usage: one order by (submit, id) across them
                 merged = []
                 for head in heads[i:j]:
-                    g = self._ready(self.groups[head[2:]])
+                    g = self.groups[head[2:]]
                     merged += zip(g.order, g.jobs, g.keys, g.bases, strict=True)
                 merged.sort(key=lambda m: m[0])
                 jobs += [m[1] for m in merged]
@@ -159,17 +176,11 @@ class PassContext:
         if g is None:
             g = self.groups[(job.project, job.user)] = Group(job.project)
         item = (job.submit_s, job.id)
-        k = bisect_left(g.order, item)
-        g.order.insert(k, item)
         base, key = job.gpus * st.protection(job), shape(job)
         if key is not None:
             key = self._shapes.setdefault(key, key)
-        g.shapes[key] = g.shapes.get(key, 0) + 1
         self.by_id[job.id] = (job, key, base)
-        g.jobs.insert(k, job)
-        g.keys.insert(k, key)
-        g.bases.insert(k, base)
-        g.dirty = True
+        g.insert(bisect_left(g.order, item), item, job, key, base)
         if job.project:
             tally = self.base_count.setdefault(job.project, {})
             n = tally.get(base, 0)
@@ -182,16 +193,8 @@ class PassContext:
         if job.held:
             return
         g = self.groups[(job.project, job.user)]
-        k = bisect_left(g.order, (job.submit_s, job.id))
-        key = g.keys[k]
-        del g.order[k], g.jobs[k], g.keys[k], g.bases[k]
-        n = g.shapes[key] - 1
-        if n:
-            g.shapes[key] = n
-        else:
-            del g.shapes[key]
+        g.delete(bisect_left(g.order, (job.submit_s, job.id)))
         base = self.by_id.pop(job.id)[2]
-        g.dirty = True
         if job.project:
             tally = self.base_count[job.project]
             n = tally[base] - 1
@@ -211,28 +214,6 @@ class PassContext:
                     hit = done[project] = sorted(tally)
                 out[project] = hit
         return out
-
-    def _ready(self, g: Group) -> Group:
-        """The group's shape positions and largest liens, after jobs came or left (its
-        jobs, shapes and liens are kept in order as they do)."""
-        if g.dirty:
-            keys, shapes = g.keys, g.shapes
-            if len(shapes) == 1:
-                g.at = {s: list(range(len(keys))) for s in shapes}
-            elif len(shapes) <= 8:  # most groups hold one or a few shapes: scan at C speed
-                # (equal shapes are one object: ``_file``), listed by first occurrence
-                at = {s: list(compress(count(), map(is_, keys, repeat(s)))) for s in shapes}
-                g.at = dict(sorted(at.items(), key=lambda item: item[1][0]))
-            else:
-                at: dict[tuple | None, list[int]] = {}
-                for k, key in enumerate(keys):
-                    at.setdefault(key, []).append(k)
-                g.at = at
-            g.lane = None in g.at
-            g.most = list(accumulate(reversed(g.bases), max))
-            g.most.reverse()
-            g.dirty = False
-        return g
 
 
 MAX_GAPS = 64  # beyond this many mismatches, a set difference is cheaper

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduling.engine.pass_context import _diff
+from scheduling.engine.model import PendingJob
+from scheduling.engine.pass_context import Group, _diff, shape
 from scheduling.engine.sim import floor as floor_module
 from scheduling.engine.sim import simulator
 from scheduling.engine.sim.scenario import load_scenario, load_trace
@@ -163,10 +164,10 @@ def test_the_snapshots_shared_tuples_are_the_simulators_jobs_at_every_pass(monke
 
 
 def test_the_contexts_groups_equal_those_rebuilt_from_its_index_at_every_pass(monkeypatch):
-    """Each (project, user) group keeps its jobs, shapes and liens in (submit, id) order as
-    jobs come and go, and rebuilds only its shape positions and largest liens
-    (``PassContext._ready``): after every pass of two saturated Philly days, every group
-    equals one rebuilt from the context's index."""
+    """Each (project, user) group keeps its jobs, shapes, liens and shape codes in (submit,
+    id) order as jobs come and go (``pass_context.Group.insert``, ``delete``): after every
+    pass of two saturated Philly days, every group equals one rebuilt from the context's
+    index, each shape the group holds has its own code, and every code marks its shape."""
     if not PHILLY.exists():
         pytest.skip("the Philly trace is not on this machine")
     original = simulator._run_pass
@@ -175,19 +176,18 @@ def test_the_contexts_groups_equal_those_rebuilt_from_its_index_at_every_pass(mo
     def checking(snapshot, context):
         got = original(snapshot, context)
         for g in context.groups.values():
-            context._ready(g)
             rows = [context.by_id[jid] for _, jid in g.order]
             assert g.jobs == [r[0] for r in rows]
             assert g.keys == [r[1] for r in rows]
             assert g.bases == [r[2] for r in rows]
-            at: dict = {}
-            for k, key in enumerate(g.keys):
-                at.setdefault(key, []).append(k)
-            assert g.at == at and list(g.at) == list(at)
-            assert g.lane == (None in at)
-            assert g.shapes == {key: len(ks) for key, ks in at.items()}
-            assert all(context._shapes[key] is key for key in at if key is not None)
-            assert g.most == [max(g.bases[k:]) for k in range(len(g.bases))]
+            counts: dict = {}
+            for key in g.keys:
+                counts[key] = counts.get(key, 0) + 1
+            assert g.count == counts and set(g.ids) == set(counts)
+            assert len(set(g.ids.values())) == len(g.ids)  # one code per shape
+            assert not g.wide and list(g.codes) == [g.ids[key] for key in g.keys]
+            assert g.lane == (None in counts)
+            assert all(context._shapes[key] is key for key in counts if key is not None)
         checked.append(len(context.groups))
         return got
 
@@ -196,6 +196,24 @@ def test_the_contexts_groups_equal_those_rebuilt_from_its_index_at_every_pass(mo
     jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
     simulator.simulate(sc, jobs, "fairshare", until_s=2 * 86400.0, record_events=False)
     assert len(checked) > 100 and max(checked) >= 5
+
+
+def test_a_group_with_more_shapes_than_a_byte_tells_apart_is_never_skipped():
+    """A group's shape codes are bytes: past 256 shapes at once it is marked ``wide`` (the
+    walk then visits its jobs one by one) until it is empty again."""
+    g = Group("p")
+    jobs = [PendingJob(f"j{n}", "p", "u", n + 1, float(n), 0.0) for n in range(257)]
+    for n, job in enumerate(jobs):
+        g.insert(n, (job.submit_s, job.id), job, shape(job), 1.0)
+        assert g.wide == (n >= 256)
+    assert sorted(g.ids.values()) == list(range(257))
+    g.delete(256)
+    g.delete(0)
+    g.insert(0, (0.0, "j0"), jobs[0], shape(jobs[0]), 1.0)
+    assert g.ids[shape(jobs[0])] == 0  # the lowest free code
+    while g.jobs:
+        g.delete(0)
+    assert not g.wide and not g.ids and not g.codes
 
 
 def remaining_recomputed(sim, t: float) -> dict[str, float]:
