@@ -228,11 +228,13 @@ def _diff(old: tuple, new: tuple) -> tuple[list, list] | None:
     the old object is taken as gone; what remains of ``new`` at the end arrived. An object
     taken as gone that is among the arrivals only moved, and is neither. (An object of
     ``new`` matched in step is in ``old``; so every object of ``old`` not matched in step
-    is either absent from ``new`` or among its remaining tail, and the result is exact.)"""
+    is either absent from ``new`` or among its remaining tail, and the result is exact.)
+    Each run is compared in windows that double (``_same_for``), so the whole walk reads
+    each object about once, however many gaps it meets."""
     i = j = gaps = 0
     left: list = []
     while True:
-        k = next(compress(count(), map(is_not, old[i:], new[j:])), None)
+        k = _same_for(old, new, i, j)
         if k is None:
             n = min(len(old) - i, len(new) - j)
             i, j = i + n, j + n
@@ -250,3 +252,19 @@ def _diff(old: tuple, new: tuple) -> tuple[list, list] | None:
             left = [x for x in left if id(x) not in moved]
             came = [x for x in came if id(x) not in moved]
     return left, came
+
+
+def _same_for(old: tuple, new: tuple, i: int, j: int) -> int | None:
+    """The first k at which ``old[i + k]`` is not ``new[j + k]`` (None if the shorter of
+    the two tails holds no such k), comparing windows of 64, 128, ... objects at C speed
+    instead of both whole tails (copying them once per gap cost O(gaps x queue))."""
+    done, width = 0, 64
+    while True:
+        a, b = old[i + done : i + done + width], new[j + done : j + done + width]
+        k = next(compress(count(), map(is_not, a, b)), None)
+        if k is not None:
+            return done + k
+        if len(a) < width or len(b) < width:
+            return None
+        done += width
+        width *= 2
