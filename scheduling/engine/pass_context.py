@@ -41,7 +41,18 @@ class Group:
     pass may skip them by (``Pass._skip``): each job's shape as a byte (``codes``, one code
     per shape the group holds, ``ids``), so the next job of a shape is found at C speed."""
 
-    __slots__ = ("project", "order", "jobs", "keys", "bases", "codes", "ids", "count", "wide")
+    __slots__ = (
+        "project",
+        "order",
+        "jobs",
+        "keys",
+        "bases",
+        "codes",
+        "ids",
+        "count",
+        "wide",
+        "_top",
+    )
 
     def __init__(self, project: str) -> None:
         self.project = project
@@ -53,6 +64,13 @@ class Group:
         self.ids: dict[tuple | None, int] = {}  # the shapes it holds -> their codes
         self.count: dict[tuple | None, int] = {}  # how many of its jobs have each shape
         self.wide = False  # more shapes than a byte tells apart: never skipped
+        self._top: float | None = None  # max(bases), until a job holding it leaves
+
+    def top(self) -> float:
+        """The largest GPUs x protection of its jobs (0 when it has none)."""
+        if self._top is None:
+            self._top = max(self.bases, default=0.0)
+        return self._top
 
     @property
     def lane(self) -> bool:
@@ -64,6 +82,8 @@ class Group:
         self.jobs.insert(k, job)
         self.keys.insert(k, key)
         self.bases.insert(k, base)
+        if self._top is not None and base > self._top:
+            self._top = base
         code = self.ids.get(key)
         if code is None:  # the lowest code free (a shape that left gives its code back)
             used = set(self.ids.values())
@@ -74,6 +94,8 @@ class Group:
 
     def delete(self, k: int) -> None:
         key = self.keys[k]
+        if self.bases[k] == self._top:
+            self._top = None
         del self.order[k], self.jobs[k], self.keys[k], self.bases[k], self.codes[k]
         n = self.count[key] - 1
         if n:

@@ -92,7 +92,10 @@ class QueueMemo:
             if i >= 0:
                 end = i
         left = self.st.left(group.project)
-        if not (left > 0 and left >= max(group.bases[k:end]) * cost):  # the largest lien
+        if not left > 0:
+            return 0
+        # the largest lien of the run it skips; the group's largest, when that is covered
+        if left < group.top() * cost and left < max(group.bases[k:end]) * cost:
             return 0
         return -1 if self._saturated() else end - k
 

@@ -191,6 +191,7 @@ def test_the_contexts_groups_equal_those_rebuilt_from_its_index_at_every_pass(mo
             assert len(set(g.ids.values())) == len(g.ids)  # one code per shape
             assert not g.wide and list(g.codes) == [g.ids[key] for key in g.keys]
             assert g.lane == (None in counts)
+            assert g.top() == max(g.bases, default=0.0)
             assert all(context._shapes[key] is key for key in counts if key is not None)
         checked.append(len(context.groups))
         return got
