@@ -186,6 +186,8 @@ def find_victims(
     gpus = job.gpus
     drained, held, size, free, names = pool.drained, pool.held, pool.size, pool.free, pool.names
     cache, version = _cache_of(st, pool), pool.version
+    if not pool.is_multi(gpus) and not reserved and not only_reserved:
+        return _one_node(st, pool, gpus, below)
     if not pool.is_multi(gpus):
         best = None
         best_cost = None
@@ -289,6 +291,77 @@ def find_victims(
     victims = {v for i in used for v in ids_at[i]}
     funded = sum(1 for v in victims if st.running[v].funded)
     return (funded, len(victims), 0), placement, tuple(sorted(victims))
+
+
+def _rows(st: PassState, pool: Pool) -> list[tuple]:
+    """What a victim search for a one-node job reads of each node it may use, in name order,
+    kept while the pool is unchanged (``Pool.stamp``: a pass runs many failing searches in a
+    row): (index, True, size, blockers, their GPUs) for a node held with no known start, and
+    (index, False, size, free, candidates, their GPUs, unfunded GPUs, funded candidates'
+    projects, their GPUs) for an unheld one (``_yieldable``). Drained nodes and nodes held
+    from a known start or for an approved reservation are left out (no such search uses
+    them)."""
+    hit = st.victim_rows.get(id(pool))
+    if hit is not None and hit[0] == pool.stamp:
+        return hit[1]
+    cache, version, held, free, size = (
+        _cache_of(st, pool),
+        pool.version,
+        pool.held,
+        pool.free,
+        pool.size,
+    )
+    rows: list[tuple] = []
+    for i in range(len(pool.names)):
+        if pool.drained[i]:
+            continue
+        got = cache[i]
+        if got is None or got[0] != version[i]:
+            got = _yieldable(st, pool, i, cache)
+        h = held.get(i)
+        if h is None:
+            rows.append((i, False, size[i], free[i], got[1], got[2], got[3], got[4], got[5]))
+        elif h.start_s == INF and not h.reservation:
+            # The jobs the holder waits for (which need not yield to it): see find_victims
+            holder = below_of(st, h.project)
+            blockers = [c for c in got[1] if c[0] and not holder.allows(c[4])]
+            rows.append((i, True, size[i], blockers, sum(c[3] for c in blockers)))
+    st.victim_rows[id(pool)] = (pool.stamp, rows)
+    return rows
+
+
+def _one_node(st: PassState, pool: Pool, gpus: int, below: _Below | None):
+    """``find_victims`` for a job that fits on one node, with no approved reservation open
+    to it: the same visit of the nodes in name order, over ``_rows``."""
+    best = best_cost = None
+    for row in _rows(st, pool):
+        if row[1]:  # held with no known start: only its blockers' GPUs, if allowed
+            if row[2] < gpus or row[4] < gpus:
+                continue
+            found = _node_victims(0, row[3], gpus, below)
+            if found is not None and (best_cost is None or found[0] < best_cost):
+                best_cost = found[0]
+                best = (((row[0], gpus),), found[1])
+            continue
+        i, _, size, f, yieldable, total, unfunded, projects, their_gpus = row
+        if size < gpus or f >= gpus or f + total < gpus:
+            continue  # (f >= gpus: find() would have placed it)
+        if best_cost is not None and (0 if f + unfunded >= gpus else 1, 1, gpus - f) >= (best_cost):
+            continue
+        if (
+            below is not None
+            and f + unfunded + sum(compress(their_gpus, map(below.__getitem__, projects))) < gpus
+        ):
+            continue  # even every funded candidate the rank test allows is not enough
+        found = _node_victims(f, yieldable, gpus, below)
+        if found is None:
+            continue
+        if best_cost is None or found[0] < best_cost:
+            best_cost = found[0]
+            best = (((i, gpus),), found[1])
+            if best_cost == (0, 1, 1):
+                break  # one unfunded 1-GPU victim: nothing can be cheaper (names ascend)
+    return None if best is None else (best_cost, best[0], best[1])
 
 
 def _cheapest_groups(st: PassState, pool: Pool, options: list, gpus: int) -> list[int]:

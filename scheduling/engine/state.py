@@ -82,6 +82,7 @@ class PassState:
             pool.index()
         self._prot: dict[tuple, float] = {}
         self.victim_cache: dict = {}
+        self.victim_rows: dict = {}  # preempt._rows: per pool, while it is unchanged
         self.below: dict = {}  # preempt.below_of: each project's rank test, for the pass
         self._rank_of = {path: n.rank for path, n in self.tree.nodes.items()}
         self._user_usage = snap.user_usage_gpu_s

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from scheduling.engine import preempt
 from scheduling.engine.model import PendingJob
 from scheduling.engine.pass_context import Group, _diff, shape
 from scheduling.engine.sim import floor as floor_module
@@ -265,3 +266,41 @@ def test_the_balances_of_two_saturated_philly_days_equal_those_recounted(monkeyp
     sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
     jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
     assert replay_checking_the_balances(monkeypatch, sc, jobs, 2 * 86400.0) > 100
+
+
+def replay_checking_the_victim_rows(monkeypatch, scenario, jobs, until) -> int:
+    """Every time a victim search reads the rows kept for its pool (``preempt._rows``,
+    kept while ``Pool.stamp`` is unchanged), they equal rows built afresh from the pool."""
+    kept = preempt._rows
+    checked = []
+
+    def both(st, pool):
+        before = st.victim_rows.get(id(pool))
+        got = kept(st, pool)
+        saved_rows, saved_cache = st.victim_rows, st.victim_cache
+        st.victim_rows, st.victim_cache = {}, {}
+        try:
+            fresh = kept(st, pool)
+        finally:
+            st.victim_rows, st.victim_cache = saved_rows, saved_cache
+        assert got == fresh, st.now
+        checked.append(before is not None and before[1] is got)  # read again, not rebuilt
+        return got
+
+    monkeypatch.setattr(preempt, "_rows", both)
+    simulator.simulate(scenario, jobs, "fairshare", until_s=until, record_events=False)
+    assert any(checked)
+    return len(checked)
+
+
+def test_the_victim_rows_of_the_example_replay_equal_fresh_ones(monkeypatch):
+    sc = load_scenario(str(ROOT / "examples" / "small.yaml"))
+    jobs = load_trace(str(ROOT / "examples" / "small.csv"))
+    assert replay_checking_the_victim_rows(monkeypatch, sc, jobs, 3 * 86400.0) > 0
+
+
+@pytest.mark.skipif(not PHILLY.exists(), reason="the Philly trace is not on this machine")
+def test_the_victim_rows_of_two_saturated_philly_days_equal_fresh_ones(monkeypatch):
+    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
+    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
+    assert replay_checking_the_victim_rows(monkeypatch, sc, jobs, 2 * 86400.0) > 100
