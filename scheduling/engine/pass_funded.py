@@ -60,12 +60,13 @@ class FundedSteps:
             if placement is not None:
                 self._start(job, pool, placement, True, (), "")
                 return True
-        best = None
+        best, searched = None, False
         for pool in fundable if st.policy.preemption else ():
             reserved = open_reserved(st, pool, job)  # its own reservation: always searched
             futile = self._search_futile(pool, job.project, job.gpus)
             if not pool.fits_ever(job.gpus) or (futile and not reserved):
                 continue
+            searched = True
             alike = None if reserved else self._alike(pool, job)
             if alike is not None and self.failed_alike.get(alike, job.gpus + 1) <= job.gpus:
                 found = None  # a job that may preempt exactly the same jobs found none
@@ -91,7 +92,19 @@ class FundedSteps:
         if best is not None:
             self._start(job, best[1], best[2], True, best[3], best[4])
             return True
+        epoch = self.epoch
         self._reserve(job, fundable)
+        if (
+            not searched
+            and len(pools) == 1
+            and self.epoch == epoch
+            and self.funded_fail[job.id] == "Priority"
+        ):
+            # Its pool was blocked already: no placement (a held node it may not backfill),
+            # no search, nothing moved. Every job of its shape and lien waits alike until
+            # something does (the placement tried read the project, the GPUs and the
+            # protection, the search memo only grows): the walk's memo keeps it (``run``).
+            self.waits_in, self.waits_lien = pools, True
         return True
 
     def _greedy(self, job: PendingJob, pools: list[Pool], funded: bool) -> bool:

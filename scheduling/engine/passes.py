@@ -83,6 +83,7 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
         # those, so its answer is reused until the next change.
         self.epoch = 0
         self.waits_in: list[Pool] | None = None  # set by _try_funded: see run()
+        self.waits_lien = False  # set by _try_funded: the wait holds for its lien only
         self._saturated_at: tuple[int, bool] = (-1, False)
         self._full_at: tuple[int, bool] = (-1, False)
         self._min_gpus: int | None = None
@@ -208,6 +209,10 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
                     continue
             else:  # the lane and its per-user limit are not a matter of shape
                 hit = waits.get(key)
+                if not (hit and hit[0] == self.epoch):  # a wait for its shape and lien?
+                    if base is None:
+                        base = job.gpus * protection(job)
+                    hit = waits.get((key, base))
                 funded = None
                 if hit and hit[0] == self.epoch:
                     if hit[2]:  # fair share: can_fund in its cheapest pool, inlined
@@ -227,13 +232,17 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
                         break
                     continue
             epoch = self.epoch
-            self.waits_in = None
+            self.waits_in, self.waits_lien = None, False
             funded = self._try_funded(job)
             probe = skips and group is not None and not group.lane
             if key is not None and self.waits_in is not None and self.epoch == epoch:
                 cheapest = 0.0  # a baseline, or a project that can fund nothing: _waits
                 if self.fairshare and job.project and job.project in st.tree.nodes:
                     cheapest = min(st.cost(p.gpu_type) for p in self.waits_in)
+                if self.waits_lien:  # its shape with its lien (GPUs x protection) only
+                    if base is None:
+                        base = job.gpus * protection(job)
+                    key = (key, base)
                 waits[key] = (epoch, self.waits_in, cheapest)
             if not funded:
                 deferred.append(job)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from scheduling.engine.bench import synthetic_snapshot
+from scheduling.engine.model import BudgetNode, Node, PendingJob, RunningJob, Snapshot
 from scheduling.engine.passes import Pass
 from scheduling.engine.sim import simulator
 from scheduling.engine.sim.scenario import load_scenario, load_trace
@@ -84,3 +85,33 @@ def test_every_pass_of_two_saturated_philly_days_walks_the_same_without_the_memo
     jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
     simulator.simulate(sc, jobs, "fairshare", until_s=2 * 86400.0, record_events=False)
     assert len(checked) > 100
+
+
+def test_a_job_of_the_same_shape_but_a_shorter_protection_may_still_backfill_a_hold():
+    """The walk keeps a wait that came from a failed backfill of a held node (its pool
+    blocked, no search left to it) for the shape *and* the lien: the backfill rule reads the
+    protection. Node n0 is held for h (8 GPUs, from when low's job there ends, in 600 s)
+    with 2 GPUs free; m's first job searches and finds nothing, its second (protected an
+    hour) may not backfill the hold, its third (protected 300 s, ending before the hold
+    starts) may and starts there."""
+    now = 10_000.0
+    nodes = (Node("n0", "c", "V100", 8), Node("n1", "c", "V100", 8))
+    budgets = (
+        BudgetNode("high", 1.0, 0.0, 1e9),
+        BudgetNode("low", 1.0, 50.0, 1e9),
+        BudgetNode("mid", 1.0, 50.0, 1e9),
+    )
+    running = (
+        RunningJob("r0", "low", "u", 6, (("n0", 6),), 0.0, now + 600, True),
+        RunningJob("r1", "low", "u", 8, (("n1", 8),), 0.0, now + 3600, True),
+    )
+    pending = (
+        PendingJob("h", "high", "a", 8, 1.0, 3600.0),
+        PendingJob("m0", "mid", "b", 2, 2.0, 3600.0),
+        PendingJob("m1", "mid", "c", 2, 3.0, 3600.0),
+        PendingJob("m2", "mid", "d", 2, 4.0, 300.0),
+    )
+    snap = Snapshot(now, nodes, budgets, running, pending, chain_balances=True)
+    with_memo = walked(snap, details=True, memo=True)
+    assert [s.job_id for s in with_memo[0]] == ["m2"]
+    assert with_memo == walked(snap, details=True, memo=False)
