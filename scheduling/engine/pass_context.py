@@ -283,9 +283,8 @@ def _same_for(old: tuple, new: tuple, i: int, j: int) -> int | None:
     done, width = 0, 64
     while True:
         a, b = old[i + done : i + done + width], new[j + done : j + done + width]
-        k = next(compress(count(), map(is_not, a, b)), None)
-        if k is not None:
-            return done + k
+        if not all(map(is_, a, b)):  # (cheaper than counting along every run)
+            return done + next(compress(count(), map(is_not, a, b)))
         if len(a) < width or len(b) < width:
             return None
         done += width

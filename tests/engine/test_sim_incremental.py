@@ -244,7 +244,8 @@ def replay_checking_the_balances(monkeypatch, scenario, jobs, until) -> int:
     def both(sim, t):
         got = kept(sim, t)
         assert got == remaining_recomputed(sim, t), t  # equal floats: summed in one order
-        assert list(sim.liens) == [r.id for r in sim.running.values() if r.funded]
+        holding = [r.id for r in sim.running.values() if r.funded and r.protected_until_s > t]
+        assert [jid for jid, lien in sim.liens.items() if lien[0] > t] == holding
         checked.append(t)
         return got
 

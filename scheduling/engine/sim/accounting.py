@@ -3,6 +3,7 @@ their liens, and the snapshot handed to the engine. Mixed into ``simulator.Simul
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from dataclasses import replace
 
@@ -55,8 +56,15 @@ class Accounting:
         for p, spent in self.spent.items():
             for anc in up.get(p, ()):
                 used[anc] += spent
-        # the funded runs in running order (``_rates`` keeps them), so every sum is the same
-        for until, gpus, cost, chain in self.liens.values():
+        # the funded runs in running order (``_rates`` keeps them), so every sum is the same;
+        # a run whose protection has ended holds no lien again (the clock only moves on)
+        liens, ends = self.liens, self.lien_ends
+        while ends and ends[0][0] <= t:
+            jid = heapq.heappop(ends)[1]
+            got = liens.get(jid)
+            if got is not None and got[0] <= t:  # (not a later run of the same job)
+                del liens[jid]
+        for until, gpus, cost, chain in liens.values():
             if until > t:
                 lien = (until - t) * gpus * cost
                 for anc in chain:
@@ -154,7 +162,8 @@ class Accounting:
             # ``running``'s order: ``remaining`` adds their liens in the order it always has.
             if sign > 0:
                 self.liens[r.id] = (r.protected_until_s, r.gpus, cost, chain)
+                heapq.heappush(self.lien_ends, (r.protected_until_s, r.id))
             else:
-                del self.liens[r.id]
+                self.liens.pop(r.id, None)  # (gone already if its protection had ended)
         else:
             self.unfunded_rate[r.project] += sign * r.gpus * cost
