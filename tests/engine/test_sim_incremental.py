@@ -20,6 +20,7 @@ import pytest
 from scheduling.engine import preempt
 from scheduling.engine.model import PendingJob
 from scheduling.engine.pass_context import Group, _diff, shape
+from scheduling.engine.pass_repeat import RepeatMemo
 from scheduling.engine.sim import floor as floor_module
 from scheduling.engine.sim import simulator
 from scheduling.engine.sim.scenario import load_scenario, load_trace
@@ -305,3 +306,50 @@ def test_the_victim_rows_of_two_saturated_philly_days_equal_fresh_ones(monkeypat
     sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
     jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
     assert replay_checking_the_victim_rows(monkeypatch, sc, jobs, 2 * 86400.0) > 100
+
+
+def clock_quiet_recomputed(memo, snap, t0: float, t1: float) -> list | None:
+    """``RepeatMemo._clock_quiet`` as it was: every running job, every call."""
+    ended = [r for r in snap.running if (t0 >= r.protected_until_s) != (t1 >= r.protected_until_s)]
+    until = snap.policy.displacement_memory_s
+    for d in snap.displacements:
+        if (t0 >= d.at_s + until) != (t1 >= d.at_s + until):
+            return None
+    return ended if all(h.start_s > t1 for h in memo.decisions.reservations) else None
+
+
+@pytest.mark.skipif(not PHILLY.exists(), reason="the Philly trace is not on this machine")
+def test_the_repeat_memos_kept_protection_ends_and_scaled_liens_equal_recomputed_ones(
+    monkeypatch,
+):
+    """The repeat memo keeps the running jobs sorted by protection end (while they are the
+    same) and each project's liens times each cost (while the queue is the same): at every
+    check of two saturated Philly days, the runs whose protection ended and the signature
+    equal those computed from every job."""
+    kept_clock, kept_signature = RepeatMemo._clock_quiet, RepeatMemo._signature
+    checked = []
+
+    def clock(memo, snap, t0, t1):
+        got = kept_clock(memo, snap, t0, t1)
+        plain = clock_quiet_recomputed(memo, snap, t0, t1)
+        assert (got is None) == (plain is None)
+        if got is not None:
+            assert sorted(r.id for r in got) == sorted(r.id for r in plain)
+        checked.append(got)
+        return got
+
+    def signature(memo, snap, tree, context):
+        got = kept_signature(memo, snap, tree, context)
+        saved, memo.scaled = memo.scaled, {}
+        try:
+            assert got == kept_signature(memo, snap, tree, context)
+        finally:
+            memo.scaled = saved
+        return got
+
+    monkeypatch.setattr(RepeatMemo, "_clock_quiet", clock)
+    monkeypatch.setattr(RepeatMemo, "_signature", signature)
+    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
+    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
+    simulator.simulate(sc, jobs, "fairshare", until_s=2 * 86400.0, record_events=False)
+    assert len(checked) > 100 and any(checked)
