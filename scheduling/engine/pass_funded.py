@@ -6,10 +6,11 @@ tries first live in ``pass_memo``, placing and starting in ``pass_place``.
 
 from __future__ import annotations
 
+from scheduling.engine.hold_search import earliest_nodes
 from scheduling.engine.model import HeldReservation, PendingJob
 from scheduling.engine.pass_memo import MAX_VICTIM_SEARCHES_PER_POOL
 from scheduling.engine.placement import Held, Pool
-from scheduling.engine.preempt import earliest_nodes, find_victims, open_reserved
+from scheduling.engine.preempt import find_victims, open_reserved
 
 
 class FundedSteps:
