@@ -28,6 +28,9 @@ from scheduling.engine.model import PendingJob
 from scheduling.engine.pass_repeat import RepeatMemo
 from scheduling.engine.tree import UNRANKED
 
+# Policies whose order key is fixed per job (``PassState.order_key``): kept as one list.
+FLAT = ("priority", "fifo")
+
 
 def shape(job: PendingJob) -> tuple | None:
     """The queue walk's memo key (``Pass.run``); None for an interactive session."""
@@ -118,14 +121,20 @@ class PassContext:
         self._base_sorted: dict[str, list[float]] = {}
         # one object per distinct shape (its groups look shapes up by it)
         self._shapes: dict[tuple, tuple] = {}
+        # Under a baseline (priority, fifo) a job's place in the queue is fixed by the job
+        # (its label, submit time, id): the whole queue is kept in that order as jobs come
+        # and go (``flat_queue``), with each job's order key, shape and lien, and how many
+        # jobs need each number of GPUs.
+        self.flat_order: list[tuple] = []
+        self.flat_jobs: list[PendingJob] = []
+        self.flat_keys: list[tuple | None] = []
+        self.flat_bases: list[float] = []
+        self.flat_of: dict[str, tuple] = {}  # job id -> its order key
+        self.flat_gpus: dict[int, int] = {}
         self.repeats = RepeatMemo()  # the last pass that decided nothing (pass_repeat.py)
 
-    def queue(self, st) -> tuple[list[PendingJob], list, list[float], list] | None:
-        """The snapshot's waiting jobs that are not held, in fair-share order, with each
-        one's shape and GPUs x protection (what ``PassState.queue`` and the walk compute),
-        and the segments of that order: (start, end, its ``Group``, or None where groups
-        tied and were merged). None when the snapshot repeats a job id (the pass then sorts
-        on its own)."""
+    def _sync(self, st) -> bool:
+        """Bring the index up to the snapshot's pending jobs (False: it repeats a job id)."""
         snap = st.snap
         if snap.policy != self.policy:
             self.__init__()
@@ -134,8 +143,27 @@ class PassContext:
         if pending is not last and (len(pending) != len(last) or not all(map(is_, pending, last))):
             self.last = ()  # until the update below is complete
             if not self._update(last, pending, st):
-                return None
+                return False
             self.last = pending
+        return True
+
+    def flat_queue(self, st) -> tuple[list[PendingJob], list, list[float]] | None:
+        """Under a baseline: the snapshot's waiting jobs that are not held, in the policy's
+        order (``PassState.order_key``, a key fixed per job), with each one's shape and
+        GPUs x protection; None when the snapshot repeats a job id. The lists are the
+        context's own: read them, do not change them."""
+        if not self._sync(st):
+            return None
+        return self.flat_jobs, self.flat_keys, self.flat_bases
+
+    def queue(self, st) -> tuple[list[PendingJob], list, list[float], list] | None:
+        """The snapshot's waiting jobs that are not held, in fair-share order, with each
+        one's shape and GPUs x protection (what ``PassState.queue`` and the walk compute),
+        and the segments of that order: (start, end, its ``Group``, or None where groups
+        tied and were merged). None when the snapshot repeats a job id (the pass then sorts
+        on its own)."""
+        if not self._sync(st):
+            return None
         rank_of, usage = st._rank_of, st._user_usage
         heads = sorted(
             (rank_of.get(project, UNRANKED), usage.get((project, user), 0.0), project, user)
@@ -203,6 +231,14 @@ class PassContext:
             key = self._shapes.setdefault(key, key)
         self.by_id[job.id] = (job, key, base)
         g.insert(bisect_left(g.order, item), item, job, key, base)
+        if self.policy.name in FLAT:
+            order = self.flat_of[job.id] = st.order_key(job)
+            k = bisect_left(self.flat_order, order)
+            self.flat_order.insert(k, order)
+            self.flat_jobs.insert(k, job)
+            self.flat_keys.insert(k, key)
+            self.flat_bases.insert(k, base)
+            self.flat_gpus[job.gpus] = self.flat_gpus.get(job.gpus, 0) + 1
         if job.project:
             tally = self.base_count.setdefault(job.project, {})
             n = tally.get(base, 0)
@@ -217,6 +253,14 @@ class PassContext:
         g = self.groups[(job.project, job.user)]
         g.delete(bisect_left(g.order, (job.submit_s, job.id)))
         base = self.by_id.pop(job.id)[2]
+        if self.policy.name in FLAT:
+            k = bisect_left(self.flat_order, self.flat_of.pop(job.id))
+            del self.flat_order[k], self.flat_jobs[k], self.flat_keys[k], self.flat_bases[k]
+            n = self.flat_gpus[job.gpus] - 1
+            if n:
+                self.flat_gpus[job.gpus] = n
+            else:
+                del self.flat_gpus[job.gpus]
         if job.project:
             tally = self.base_count[job.project]
             n = tally[base] - 1

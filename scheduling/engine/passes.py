@@ -45,7 +45,7 @@ from scheduling.engine.model import (
     Snapshot,
     Start,
 )
-from scheduling.engine.pass_context import PassContext, shape
+from scheduling.engine.pass_context import FLAT, PassContext, shape
 from scheduling.engine.pass_funded import FundedSteps
 from scheduling.engine.pass_memo import INF, MAX_VICTIM_SEARCHES_PER_POOL, QueueMemo
 from scheduling.engine.pass_place import PlaceSteps
@@ -293,12 +293,18 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
         """The waiting jobs that are not held, in the policy's order, with each one's shape
         (the walk's memo key) and GPUs x protection (None: computed when needed), and the
         context's segments (``PassContext.queue``): from the context when one is carried
-        (fair share), else sorted here (no segments)."""
+        (under a baseline, ``PassContext.flat_queue``, without segments), else sorted here
+        (no segments)."""
         st = self.st
         if self.context is not None and self.fairshare:
             got = self.context.queue(st)
             if got is not None:
                 return got
+        elif self.context is not None and st.policy.name in FLAT:  # kept in its order
+            flat = self.context.flat_queue(st)
+            if flat is not None:
+                self._min_gpus = min(self.context.flat_gpus, default=1)  # (_baseline_full)
+                return *flat, None
         queue = st.queue(j for j in st.snap.pending if not j.held)
         return queue, [shape(j) for j in queue], [None] * len(queue), None
 

@@ -24,6 +24,7 @@ from scheduling.engine.pass_repeat import RepeatMemo
 from scheduling.engine.sim import floor as floor_module
 from scheduling.engine.sim import simulator
 from scheduling.engine.sim.scenario import load_scenario, load_trace
+from scheduling.engine.state import PassState
 
 ROOT = Path(__file__).resolve().parents[2]
 PHILLY = Path("/work/shared/traces/philly-vc.csv")
@@ -353,3 +354,42 @@ def test_the_repeat_memos_kept_protection_ends_and_scaled_liens_equal_recomputed
     jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
     simulator.simulate(sc, jobs, "fairshare", until_s=2 * 86400.0, record_events=False)
     assert len(checked) > 100 and any(checked)
+
+
+@pytest.mark.parametrize("policy", ["priority", "fifo"])
+def test_a_baselines_queue_kept_in_the_context_equals_the_sorted_one_at_every_pass(
+    monkeypatch, policy
+):
+    """Under a baseline the context keeps the whole queue in the policy's order as jobs come
+    and go (``PassContext.flat_queue``): after every pass of the example replay and of two
+    Philly days it equals the waiting jobs sorted by ``PassState.order_key``, with their
+    shapes, liens and the count of jobs per number of GPUs."""
+    original = simulator._run_pass
+    checked = []
+
+    def checking(snapshot, context):
+        got = original(snapshot, context)
+        if context.last is snapshot.pending:
+            st = PassState(snapshot)
+            queue = st.queue(j for j in snapshot.pending if not j.held)
+            assert context.flat_jobs == queue
+            assert all(a is b for a, b in zip(context.flat_jobs, queue, strict=True))
+            assert context.flat_keys == [shape(j) for j in queue]
+            assert context.flat_bases == [j.gpus * st.protection(j) for j in queue]
+            assert context.flat_order == [st.order_key(j) for j in queue]
+            gpus: dict[int, int] = {}
+            for j in queue:
+                gpus[j.gpus] = gpus.get(j.gpus, 0) + 1
+            assert context.flat_gpus == gpus
+            checked.append(len(queue))
+        return got
+
+    monkeypatch.setattr(simulator, "_run_pass", checking)
+    sc = load_scenario(str(ROOT / "examples" / "small.yaml"))
+    jobs = load_trace(str(ROOT / "examples" / "small.csv"))
+    simulator.simulate(sc, jobs, policy, until_s=3 * 86400.0, record_events=False)
+    if PHILLY.exists():
+        sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
+        jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
+        simulator.simulate(sc, jobs, policy, until_s=2 * 86400.0, record_events=False)
+    assert len(checked) > 100 and max(checked) > 10
