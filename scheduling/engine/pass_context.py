@@ -21,12 +21,15 @@ under one policy.
 from __future__ import annotations
 
 from bisect import bisect_left
-from itertools import accumulate, compress, count, repeat
-from operator import eq, is_, is_not
+from itertools import compress, count
+from operator import is_, is_not
 
 from scheduling.engine.model import PendingJob
 from scheduling.engine.pass_repeat import RepeatMemo
 from scheduling.engine.tree import UNRANKED
+
+# Policies whose order key is fixed per job (``PassState.order_key``): kept as one list.
+FLAT = ("priority", "fifo")
 
 
 def shape(job: PendingJob) -> tuple | None:
@@ -38,10 +41,21 @@ def shape(job: PendingJob) -> tuple | None:
 
 class Group:
     """The waiting jobs of one (project, user), in (submit time, id) order, with what a
-    pass may skip them by (``Pass._skip``): where each shape occurs, and the largest lien
-    (GPUs x protection) from each position on."""
+    pass may skip them by (``Pass._skip``): each job's shape as a byte (``codes``, one code
+    per shape the group holds, ``ids``), so the next job of a shape is found at C speed."""
 
-    __slots__ = ("project", "order", "jobs", "keys", "bases", "dirty", "at", "most", "lane")
+    __slots__ = (
+        "project",
+        "order",
+        "jobs",
+        "keys",
+        "bases",
+        "codes",
+        "ids",
+        "count",
+        "wide",
+        "_top",
+    )
 
     def __init__(self, project: str) -> None:
         self.project = project
@@ -49,10 +63,50 @@ class Group:
         self.jobs: list[PendingJob] = []
         self.keys: list[tuple | None] = []
         self.bases: list[float] = []
-        self.dirty = False
-        self.at: dict[tuple, list[int]] = {}  # shape -> its positions, ascending
-        self.most: list[float] = []  # most[k] = max(bases[k:])
-        self.lane = False  # holds an interactive session: never skipped
+        self.codes = bytearray()  # codes[k] = ids[keys[k]]
+        self.ids: dict[tuple | None, int] = {}  # the shapes it holds -> their codes
+        self.count: dict[tuple | None, int] = {}  # how many of its jobs have each shape
+        self.wide = False  # more shapes than a byte tells apart: never skipped
+        self._top: float | None = None  # max(bases), until a job holding it leaves
+
+    def top(self) -> float:
+        """The largest GPUs x protection of its jobs (0 when it has none)."""
+        if self._top is None:
+            self._top = max(self.bases, default=0.0)
+        return self._top
+
+    @property
+    def lane(self) -> bool:
+        """It holds an interactive session: never skipped."""
+        return None in self.ids
+
+    def insert(self, k: int, item: tuple, job: PendingJob, key, base: float) -> None:
+        self.order.insert(k, item)
+        self.jobs.insert(k, job)
+        self.keys.insert(k, key)
+        self.bases.insert(k, base)
+        if self._top is not None and base > self._top:
+            self._top = base
+        code = self.ids.get(key)
+        if code is None:  # the lowest code free (a shape that left gives its code back)
+            used = set(self.ids.values())
+            code = self.ids[key] = next(c for c in range(len(used) + 1) if c not in used)
+            self.wide = self.wide or code > 255
+        self.count[key] = self.count.get(key, 0) + 1
+        self.codes.insert(k, code & 255)
+
+    def delete(self, k: int) -> None:
+        key = self.keys[k]
+        if self.bases[k] == self._top:
+            self._top = None
+        del self.order[k], self.jobs[k], self.keys[k], self.bases[k], self.codes[k]
+        n = self.count[key] - 1
+        if n:
+            self.count[key] = n
+        else:
+            del self.count[key], self.ids[key]
+            if not self.ids:
+                self.wide = False
 
 
 class PassContext:
@@ -65,14 +119,22 @@ class PassContext:
         # per project: how many of its filed jobs have each GPUs x protection (pass_repeat)
         self.base_count: dict[str, dict[float, int]] = {}
         self._base_sorted: dict[str, list[float]] = {}
+        # one object per distinct shape (its groups look shapes up by it)
+        self._shapes: dict[tuple, tuple] = {}
+        # Under a baseline (priority, fifo) a job's place in the queue is fixed by the job
+        # (its label, submit time, id): the whole queue is kept in that order as jobs come
+        # and go (``flat_queue``), with each job's order key, shape and lien, and how many
+        # jobs need each number of GPUs.
+        self.flat_order: list[tuple] = []
+        self.flat_jobs: list[PendingJob] = []
+        self.flat_keys: list[tuple | None] = []
+        self.flat_bases: list[float] = []
+        self.flat_of: dict[str, tuple] = {}  # job id -> its order key
+        self.flat_gpus: dict[int, int] = {}
         self.repeats = RepeatMemo()  # the last pass that decided nothing (pass_repeat.py)
 
-    def queue(self, st) -> tuple[list[PendingJob], list, list[float], list] | None:
-        """The snapshot's waiting jobs that are not held, in fair-share order, with each
-        one's shape and GPUs x protection (what ``PassState.queue`` and the walk compute),
-        and the segments of that order: (start, end, its ``Group``, or None where groups
-        tied and were merged). None when the snapshot repeats a job id (the pass then sorts
-        on its own)."""
+    def _sync(self, st) -> bool:
+        """Bring the index up to the snapshot's pending jobs (False: it repeats a job id)."""
         snap = st.snap
         if snap.policy != self.policy:
             self.__init__()
@@ -81,8 +143,27 @@ class PassContext:
         if pending is not last and (len(pending) != len(last) or not all(map(is_, pending, last))):
             self.last = ()  # until the update below is complete
             if not self._update(last, pending, st):
-                return None
+                return False
             self.last = pending
+        return True
+
+    def flat_queue(self, st) -> tuple[list[PendingJob], list, list[float]] | None:
+        """Under a baseline: the snapshot's waiting jobs that are not held, in the policy's
+        order (``PassState.order_key``, a key fixed per job), with each one's shape and
+        GPUs x protection; None when the snapshot repeats a job id. The lists are the
+        context's own: read them, do not change them."""
+        if not self._sync(st):
+            return None
+        return self.flat_jobs, self.flat_keys, self.flat_bases
+
+    def queue(self, st) -> tuple[list[PendingJob], list, list[float], list] | None:
+        """The snapshot's waiting jobs that are not held, in fair-share order, with each
+        one's shape and GPUs x protection (what ``PassState.queue`` and the walk compute),
+        and the segments of that order: (start, end, its ``Group``, or None where groups
+        tied and were merged). None when the snapshot repeats a job id (the pass then sorts
+        on its own)."""
+        if not self._sync(st):
+            return None
         rank_of, usage = st._rank_of, st._user_usage
         heads = sorted(
             (rank_of.get(project, UNRANKED), usage.get((project, user), 0.0), project, user)
@@ -100,7 +181,7 @@ class PassContext:
                 j += 1
             start = len(jobs)
             if j == i + 1:
-                g = self._ready(self.groups[heads[i][2:]])
+                g = self.groups[heads[i][2:]]
                 jobs += g.jobs
                 keys += g.keys
                 bases += g.bases
@@ -108,7 +189,7 @@ class PassContext:
             else:  # groups tied on rank and usage: one order by (submit, id) across them
                 merged = []
                 for head in heads[i:j]:
-                    g = self._ready(self.groups[head[2:]])
+                    g = self.groups[head[2:]]
                     merged += zip(g.order, g.jobs, g.keys, g.bases, strict=True)
                 merged.sort(key=lambda m: m[0])
                 jobs += [m[1] for m in merged]
@@ -145,14 +226,19 @@ class PassContext:
         if g is None:
             g = self.groups[(job.project, job.user)] = Group(job.project)
         item = (job.submit_s, job.id)
-        k = bisect_left(g.order, item)
-        g.order.insert(k, item)
         base, key = job.gpus * st.protection(job), shape(job)
+        if key is not None:
+            key = self._shapes.setdefault(key, key)
         self.by_id[job.id] = (job, key, base)
-        g.jobs.insert(k, job)
-        g.keys.insert(k, key)
-        g.bases.insert(k, base)
-        g.dirty = True
+        g.insert(bisect_left(g.order, item), item, job, key, base)
+        if self.policy.name in FLAT:
+            order = self.flat_of[job.id] = st.order_key(job)
+            k = bisect_left(self.flat_order, order)
+            self.flat_order.insert(k, order)
+            self.flat_jobs.insert(k, job)
+            self.flat_keys.insert(k, key)
+            self.flat_bases.insert(k, base)
+            self.flat_gpus[job.gpus] = self.flat_gpus.get(job.gpus, 0) + 1
         if job.project:
             tally = self.base_count.setdefault(job.project, {})
             n = tally.get(base, 0)
@@ -165,10 +251,16 @@ class PassContext:
         if job.held:
             return
         g = self.groups[(job.project, job.user)]
-        k = bisect_left(g.order, (job.submit_s, job.id))
-        del g.order[k], g.jobs[k], g.keys[k], g.bases[k]
+        g.delete(bisect_left(g.order, (job.submit_s, job.id)))
         base = self.by_id.pop(job.id)[2]
-        g.dirty = True
+        if self.policy.name in FLAT:
+            k = bisect_left(self.flat_order, self.flat_of.pop(job.id))
+            del self.flat_order[k], self.flat_jobs[k], self.flat_keys[k], self.flat_bases[k]
+            n = self.flat_gpus[job.gpus] - 1
+            if n:
+                self.flat_gpus[job.gpus] = n
+            else:
+                del self.flat_gpus[job.gpus]
         if job.project:
             tally = self.base_count[job.project]
             n = tally[base] - 1
@@ -189,25 +281,6 @@ class PassContext:
                 out[project] = hit
         return out
 
-    def _ready(self, g: Group) -> Group:
-        """The group's shape positions and largest liens, after jobs came or left (its
-        jobs, shapes and liens are kept in order as they do)."""
-        if g.dirty:
-            keys = g.keys
-            shapes = dict.fromkeys(keys)  # in order of first occurrence
-            if len(shapes) <= 8:  # most groups hold one or a few shapes: scan at C speed
-                g.at = {s: list(compress(count(), map(eq, keys, repeat(s)))) for s in shapes}
-            else:
-                at: dict[tuple | None, list[int]] = {}
-                for k, key in enumerate(keys):
-                    at.setdefault(key, []).append(k)
-                g.at = at
-            g.lane = None in g.at
-            g.most = list(accumulate(reversed(g.bases), max))
-            g.most.reverse()
-            g.dirty = False
-        return g
-
 
 MAX_GAPS = 64  # beyond this many mismatches, a set difference is cheaper
 
@@ -221,11 +294,13 @@ def _diff(old: tuple, new: tuple) -> tuple[list, list] | None:
     the old object is taken as gone; what remains of ``new`` at the end arrived. An object
     taken as gone that is among the arrivals only moved, and is neither. (An object of
     ``new`` matched in step is in ``old``; so every object of ``old`` not matched in step
-    is either absent from ``new`` or among its remaining tail, and the result is exact.)"""
+    is either absent from ``new`` or among its remaining tail, and the result is exact.)
+    Each run is compared in windows that double (``_same_for``), so the whole walk reads
+    each object about once, however many gaps it meets."""
     i = j = gaps = 0
     left: list = []
     while True:
-        k = next(compress(count(), map(is_not, old[i:], new[j:])), None)
+        k = _same_for(old, new, i, j)
         if k is None:
             n = min(len(old) - i, len(new) - j)
             i, j = i + n, j + n
@@ -243,3 +318,18 @@ def _diff(old: tuple, new: tuple) -> tuple[list, list] | None:
             left = [x for x in left if id(x) not in moved]
             came = [x for x in came if id(x) not in moved]
     return left, came
+
+
+def _same_for(old: tuple, new: tuple, i: int, j: int) -> int | None:
+    """The first k at which ``old[i + k]`` is not ``new[j + k]`` (None if the shorter of
+    the two tails holds no such k), comparing windows of 64, 128, ... objects at C speed
+    instead of both whole tails (copying them once per gap cost O(gaps x queue))."""
+    done, width = 0, 64
+    while True:
+        a, b = old[i + done : i + done + width], new[j + done : j + done + width]
+        if not all(map(is_, a, b)):  # (cheaper than counting along every run)
+            return done + next(compress(count(), map(is_not, a, b)))
+        if len(a) < width or len(b) < width:
+            return None
+        done += width
+        width *= 2

@@ -6,28 +6,39 @@ tries first live in ``pass_memo``, placing and starting in ``pass_place``.
 
 from __future__ import annotations
 
+from scheduling.engine.hold_search import earliest_nodes
 from scheduling.engine.model import HeldReservation, PendingJob
 from scheduling.engine.pass_memo import MAX_VICTIM_SEARCHES_PER_POOL
 from scheduling.engine.placement import Held, Pool
-from scheduling.engine.preempt import earliest_nodes, find_victims, open_reserved
+from scheduling.engine.preempt import find_victims, open_reserved
 
 
 class FundedSteps:
     def _try_funded(self, job: PendingJob) -> bool:
         """Place a funded job or record why it waits. False: it is unfunded (try later)."""
         st = self.st
-        pools = st.pools_for(job)
         if job.kind == "interactive" and st.policy.interactive_pool_gpus:
-            pools = [p for p in pools if self._lane_room(job, p)]
+            pools = [p for p in st.pools_for(job) if self._lane_room(job, p)]
             if not pools:
                 self.funded_fail[job.id] = "InteractiveLimit"
                 return True
-        if not all(p.fits_ever(job.gpus) for p in pools):
             pools = [p for p in pools if p.fits_ever(job.gpus)]
-            if not pools:  # it can never fit: it must not block the jobs behind it
-                self.funded_fail[job.id] = "ExceedsCapacity"
-                return True
-        if len(pools) == 1 and self.fairshare and self._hopeless(pools[0], job):
+        else:  # which pools could ever hold it is fixed for the pass: once per shape
+            key = (job.cluster, job.gpu_type, job.gpus)
+            pools = self._fitting.get(key)
+            if pools is None:
+                pools = self._fitting[key] = [p for p in st.pools_for(job) if p.fits_ever(job.gpus)]
+        if not pools:  # it can never fit: it must not block the jobs behind it
+            self.funded_fail[job.id] = "ExceedsCapacity"
+            return True
+        # (for a job that fits on one node, ``_hopeless`` implies ``_quiet``, which then
+        # decides the same: only a multi-node job needs it first)
+        if (
+            len(pools) == 1
+            and self.fairshare
+            and pools[0].is_multi(job.gpus)
+            and self._hopeless(pools[0], job)
+        ):
             self.waits_in = pools
             if not st.can_fund(job, pools[0]):
                 return False
@@ -50,12 +61,13 @@ class FundedSteps:
             if placement is not None:
                 self._start(job, pool, placement, True, (), "")
                 return True
-        best = None
+        best, searched = None, False
         for pool in fundable if st.policy.preemption else ():
             reserved = open_reserved(st, pool, job)  # its own reservation: always searched
             futile = self._search_futile(pool, job.project, job.gpus)
             if not pool.fits_ever(job.gpus) or (futile and not reserved):
                 continue
+            searched = True
             alike = None if reserved else self._alike(pool, job)
             if alike is not None and self.failed_alike.get(alike, job.gpus + 1) <= job.gpus:
                 found = None  # a job that may preempt exactly the same jobs found none
@@ -66,8 +78,6 @@ class FundedSteps:
             n = self.searches[id(pool)] = self.searches.get(id(pool), 0) + 1
             if n >= MAX_VICTIM_SEARCHES_PER_POOL:
                 self.epoch += 1  # from now on no search in this pool: every job's fate moves
-            else:  # only this project's memo moved
-                self.version[job.project] = self.version.get(job.project, 0) + 1
             if found is None:
                 if not reserved:
                     key = (id(pool), job.project)
@@ -83,7 +93,19 @@ class FundedSteps:
         if best is not None:
             self._start(job, best[1], best[2], True, best[3], best[4])
             return True
+        epoch = self.epoch
         self._reserve(job, fundable)
+        if (
+            not searched
+            and len(pools) == 1
+            and self.epoch == epoch
+            and self.funded_fail[job.id] == "Priority"
+        ):
+            # Its pool was blocked already: no placement (a held node it may not backfill),
+            # no search, nothing moved. Every job of its shape and lien waits alike until
+            # something does (the placement tried read the project, the GPUs and the
+            # protection, the search memo only grows): the walk's memo keeps it (``run``).
+            self.waits_in, self.waits_lien = pools, True
         return True
 
     def _greedy(self, job: PendingJob, pools: list[Pool], funded: bool) -> bool:

@@ -10,7 +10,6 @@ nothing can start any more (``_saturated``, ``_baseline_full``).
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 
 from scheduling.engine.model import PendingJob
 from scheduling.engine.placement import Pool
@@ -73,28 +72,30 @@ class QueueMemo:
     def _skip(self, group, k: int, waits: dict) -> int:
         """How many jobs of ``group`` (a ``pass_context.Group``), from its position ``k``
         on, the queue walk may pass over: each would hit the walk's memo (its shape waited
-        at this epoch and project version, ``run``) and its project could fund it, so it
-        would wait for Priority and change nothing. The run ends before the first job whose
-        shape the memo does not settle. 0: none (walk on job by job); -1: the job at ``k``
-        would end the walk (nothing can start any more, ``_saturated``)."""
-        epoch, mine = self.epoch, self.version.get(group.project, 0)
-        end, cost = len(group.jobs), None
-        for key, at in group.at.items():
-            i = bisect_left(at, k)
-            if i == len(at):
-                continue  # no job of this shape from k on
-            hit = waits.get(key)
-            if hit and hit[0] == epoch and hit[1] == mine and hit[3]:
-                if cost is None:
-                    cost = hit[3]
-                elif cost != hit[3]:
-                    return 0
-            elif at[i] < end:
-                end = at[i]
-        if end <= k or cost is None:
+        at this epoch, at the cost of the job at ``k``'s, ``run``) and its project could
+        fund it, so it would wait for Priority and change nothing. The run ends before the
+        first job of any other shape of the group (found at C speed in ``group.codes``).
+        0: none (walk on job by job); -1: the job at ``k`` would end the walk (nothing can
+        start any more, ``_saturated``)."""
+        if group.wide:
             return 0
+        epoch = self.epoch
+        hit = waits.get(group.keys[k])  # the job at k itself: most often not settled
+        if not (hit and hit[0] == epoch and hit[2]):
+            return 0
+        cost, codes, end = hit[2], group.codes, len(group.jobs)
+        for key, code in group.ids.items():
+            hit = waits.get(key)
+            if hit and hit[0] == epoch and hit[2] == cost:
+                continue  # its jobs are settled alike
+            i = codes.find(code, k, end)  # the first job of this shape from k on
+            if i >= 0:
+                end = i
         left = self.st.left(group.project)
-        if not (left > 0 and left >= group.most[k] * cost):  # the largest lien of the rest
+        if not left > 0:
+            return 0
+        # the largest lien of the run it skips; the group's largest, when that is covered
+        if left < group.top() * cost and left < max(group.bases[k:end]) * cost:
             return 0
         return -1 if self._saturated() else end - k
 

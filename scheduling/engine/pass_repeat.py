@@ -49,11 +49,25 @@ def _same_items(a: tuple, b: tuple) -> bool:
 
 
 class RepeatMemo:
-    __slots__ = ("snap", "now", "tree", "signature", "decisions", "budget_hit", "bases", "built")
+    __slots__ = (
+        "snap",
+        "now",
+        "tree",
+        "signature",
+        "decisions",
+        "budget_hit",
+        "bases",
+        "built",
+        "ends",
+        "scaled",
+    )
 
     def __init__(self) -> None:
         self.snap: Snapshot | None = None
         self.built: tuple[Snapshot, FairTree] | None = None
+        # (running jobs, their protection ends sorted, the jobs in that order): _clock_quiet
+        self.ends: tuple[tuple, list[float], list] | None = None
+        self.scaled: dict[tuple[str, float], list[float]] = {}  # bases x cost: _signature
 
     def remember(self, pass_, decisions: Decisions, budget_hit: bool) -> None:
         """After a pass without details: keep what it read if it decided nothing. (What it
@@ -74,6 +88,7 @@ class RepeatMemo:
             return
         if self.snap is None or not _same_items(self.snap.pending, snap.pending):
             self.bases = None
+            self.scaled = {}
         self.snap, self.now, self.tree, self.signature = snap, snap.now_s, pass_.st.tree, None
         self.decisions, self.budget_hit = decisions, budget_hit
 
@@ -118,11 +133,13 @@ class RepeatMemo:
     def _clock_quiet(self, snap: Snapshot, t0: float, t1: float) -> list | None:
         """None if a comparison with the clock changes between ``t0`` and ``t1``, except
         protection ends: the runs whose protection ended between them (``_idle_ends``)."""
-        ended = []
-        for r in snap.running:
-            p = r.protected_until_s
-            if (t0 >= p) != (t1 >= p):
-                ended.append(r)
+        # (t0 >= p) != (t1 >= p) for t0 <= t1 is t0 < p <= t1: a slice of the runs sorted
+        # by protection end, kept while the running jobs are the same (repeats need them so)
+        if self.ends is None or self.ends[0] is not snap.running:
+            order = sorted(snap.running, key=lambda r: r.protected_until_s)
+            self.ends = (snap.running, [r.protected_until_s for r in order], order)
+        _, ends, order = self.ends
+        ended = order[bisect_right(ends, t0) : bisect_right(ends, t1)]
         until = snap.policy.displacement_memory_s
         for d in snap.displacements:
             if (t0 >= d.at_s + until) != (t1 >= d.at_s + until):
@@ -183,5 +200,8 @@ class RepeatMemo:
                 left = remaining[project]
             funds.append(left > 0)
             for c in costs:
-                funds.append(bisect_right(bases, left, key=lambda b, c=c: b * c))
+                scaled = self.scaled.get((project, c))
+                if scaled is None:  # the same floats the comparison with each b * c reads
+                    scaled = self.scaled[(project, c)] = [b * c for b in bases]
+                funds.append(bisect_right(scaled, left))
         return standing, order, spent, tuple(funds)

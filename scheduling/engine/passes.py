@@ -32,9 +32,7 @@ and ``pass_memo`` (the fast paths of a saturated queue and their memo).
 from __future__ import annotations
 
 import gc
-from collections import deque
 from dataclasses import replace
-from itertools import islice
 
 from scheduling.engine.explain import drain_times, explanations
 from scheduling.engine.model import (
@@ -47,7 +45,7 @@ from scheduling.engine.model import (
     Snapshot,
     Start,
 )
-from scheduling.engine.pass_context import PassContext, shape
+from scheduling.engine.pass_context import FLAT, PassContext, shape
 from scheduling.engine.pass_funded import FundedSteps
 from scheduling.engine.pass_memo import INF, MAX_VICTIM_SEARCHES_PER_POOL, QueueMemo
 from scheduling.engine.pass_place import PlaceSteps
@@ -84,8 +82,8 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
         # Bumped whenever the pools or the search counts change: ``_saturated`` reads only
         # those, so its answer is reused until the next change.
         self.epoch = 0
-        self.version: dict[str, int] = {}  # per project: bumped when its search memo moves
         self.waits_in: list[Pool] | None = None  # set by _try_funded: see run()
+        self.waits_lien = False  # set by _try_funded: the wait holds for its lien only
         self._saturated_at: tuple[int, bool] = (-1, False)
         self._full_at: tuple[int, bool] = (-1, False)
         self._min_gpus: int | None = None
@@ -95,16 +93,19 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
         self._alike_of: dict[str, tuple] = {}
         self._funded_key: tuple[str, ...] = ()
         self._alike_moved: tuple[int, int] | None = None
+        self._fitting: dict[tuple, list[Pool]] = {}  # (cluster, GPU type, GPUs) -> pools
 
     # ---- steps ---------------------------------------------------------------------------
 
     def budget_floor(self) -> None:
         st = self.st
-        for jid in sorted(st.running):
+        now, out_of = st.now, {}  # out_of per project: the balances do not move here
+        due = [j.id for j in st.running.values() if j.funded and now >= j.protected_until_s]
+        for jid in sorted(due):
             job = st.running[jid]
-            if not job.funded or st.now < job.protected_until_s:
-                continue
-            path = st.out_of(job.project)
+            path = out_of.get(job.project)
+            if path is None:
+                path = out_of[job.project] = st.out_of(job.project)
             if not path:
                 continue
             st.running[jid] = replace(job, funded=False, protection_source="none (unfunded)")
@@ -168,20 +169,23 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
         saturated = False
         # A job that waits because nothing fits its pools and no search can help there
         # (``_hopeless``/``_quiet``; under a baseline, no placement) is followed by every job
-        # of its shape (project, pools, GPUs) until something starts, preempts, holds,
-        # searches or blocks (``epoch``; a failed victim search moves only its project's
-        # ``version``): only the lien, which differs with the protection, is checked per job
-        # (``_waits``). Most of a saturated queue waits this way.
-        waits: dict[tuple, tuple[int, int, list[Pool], float]] = {}
-        funded_fail, version = self.funded_fail, self.version
+        # of its shape (project, pools, GPUs) until something starts, preempts, holds, blocks
+        # or spends a pool's search budget (``epoch``): only the lien, which differs with the
+        # protection, is checked per job (``_waits``). Most of a saturated queue waits so. A
+        # failed victim search moves nothing here: it only takes options away (a search
+        # budget used, a smaller failed size), so a shape that waited still waits.
+        waits: dict[tuple, tuple[int, list[Pool], float]] = {}
+        funded_fail = self.funded_fail
         left_of, protection = st.left, st.protection
         # With a context (and no details to report), a run of a group's jobs whose shapes
         # all hit that memo and which the project can all fund is settled at once
         # (``_skip``): each would wait for Priority and change nothing.
         skips = segments is not None and self.fairshare and not self.details
         seg_k, seg_start, seg_end, group, probe = 0, 0, -1, None, False
-        walk = enumerate(zip(queue, keys, bases, strict=True))
-        for pos, (job, key, base) in walk:
+        pos, end = -1, len(queue)
+        while pos + 1 < end:
+            pos += 1
+            job, key, base = queue[pos], keys[pos], bases[pos]
             if skips:
                 if pos >= seg_end:
                     while segments[seg_k][1] <= pos:
@@ -195,7 +199,7 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
                         saturated = True
                         break
                     if n:
-                        deque(islice(walk, n - 1), maxlen=0)
+                        pos += n - 1  # passed over: the next job visited is at pos + n
                         continue
             if job.id in self.started or job.id in funded_fail:
                 continue
@@ -205,17 +209,21 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
                     continue
             else:  # the lane and its per-user limit are not a matter of shape
                 hit = waits.get(key)
+                if not (hit and hit[0] == self.epoch):  # a wait for its shape and lien?
+                    if base is None:
+                        base = job.gpus * protection(job)
+                    hit = waits.get((key, base))
                 funded = None
-                if hit and hit[0] == self.epoch and hit[1] == version.get(job.project, 0):
-                    if hit[3]:  # fair share: can_fund in its cheapest pool, inlined
+                if hit and hit[0] == self.epoch:
+                    if hit[2]:  # fair share: can_fund in its cheapest pool, inlined
                         left = left_of(job.project)
                         if base is None:
                             base = job.gpus * protection(job)
-                        funded = left > 0 and left >= base * hit[3]
+                        funded = left > 0 and left >= base * hit[2]
                         if funded:
                             funded_fail[job.id] = "Priority"
                     else:
-                        funded = self._waits(job, hit[2])
+                        funded = self._waits(job, hit[1])
                 if funded is not None:
                     if not funded:
                         deferred.append(job)
@@ -223,20 +231,19 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
                         saturated = True
                         break
                     continue
-            epoch, mine = self.epoch, version.get(job.project, 0)
-            self.waits_in = None
+            epoch = self.epoch
+            self.waits_in, self.waits_lien = None, False
             funded = self._try_funded(job)
             probe = skips and group is not None and not group.lane
-            if (
-                key is not None
-                and self.waits_in is not None
-                and self.epoch == epoch
-                and version.get(job.project, 0) == mine
-            ):
+            if key is not None and self.waits_in is not None and self.epoch == epoch:
                 cheapest = 0.0  # a baseline, or a project that can fund nothing: _waits
                 if self.fairshare and job.project and job.project in st.tree.nodes:
                     cheapest = min(st.cost(p.gpu_type) for p in self.waits_in)
-                waits[key] = (epoch, mine, self.waits_in, cheapest)
+                if self.waits_lien:  # its shape with its lien (GPUs x protection) only
+                    if base is None:
+                        base = job.gpus * protection(job)
+                    key = (key, base)
+                waits[key] = (epoch, self.waits_in, cheapest)
             if not funded:
                 deferred.append(job)
             elif job.id not in self.started and self.fairshare and self._saturated():
@@ -286,12 +293,18 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
         """The waiting jobs that are not held, in the policy's order, with each one's shape
         (the walk's memo key) and GPUs x protection (None: computed when needed), and the
         context's segments (``PassContext.queue``): from the context when one is carried
-        (fair share), else sorted here (no segments)."""
+        (under a baseline, ``PassContext.flat_queue``, without segments), else sorted here
+        (no segments)."""
         st = self.st
         if self.context is not None and self.fairshare:
             got = self.context.queue(st)
             if got is not None:
                 return got
+        elif self.context is not None and st.policy.name in FLAT:  # kept in its order
+            flat = self.context.flat_queue(st)
+            if flat is not None:
+                self._min_gpus = min(self.context.flat_gpus, default=1)  # (_baseline_full)
+                return *flat, None
         queue = st.queue(j for j in st.snap.pending if not j.held)
         return queue, [shape(j) for j in queue], [None] * len(queue), None
 

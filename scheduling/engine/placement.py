@@ -41,6 +41,7 @@ class Pool:
     _fits: dict[int, bool] = field(default_factory=dict)
     _max_free: int = -1
     version: list[int] = field(default_factory=list)  # per node, bumped on every change
+    stamp: int = 0  # bumped on every change of any node
     total_gpus: int = 0  # on nodes that are not drained
 
     def index(self) -> None:
@@ -62,6 +63,7 @@ class Pool:
     def _unlist(self, i: int) -> None:
         self._max_free = -1
         self.version[i] += 1
+        self.stamp += 1
         bucket = self.by_free.get(self.free[i])
         if bucket is not None:
             bucket.discard(i)

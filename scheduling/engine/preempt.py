@@ -1,4 +1,4 @@
-"""Victim selection and reservations for a waiting funded job.
+"""Victim selection for a waiting funded job (where its hold goes: ``hold_search``).
 
 Who may be preempted by a funded job X: an unfunded job, at any moment; a funded job past
 its protection whose project ranks strictly below X's at the first level where their paths
@@ -23,6 +23,7 @@ never is, and inside the reservation's own subtree the usual rule applies.
 from __future__ import annotations
 
 import math
+from itertools import compress
 
 from scheduling.engine.model import PendingJob
 from scheduling.engine.placement import Held, Pool
@@ -61,11 +62,21 @@ class _Below(dict):
         return hit
 
 
+def below_of(st: PassState, preemptor: str) -> _Below:
+    """The rank test of ``preemptor`` (no reservation holder), one per project and pass: it
+    reads only the tree and the shields, both fixed for the pass, so every search of the
+    project shares its answers instead of asking the tree again."""
+    hit = st.below.get(preemptor)
+    if hit is None:
+        hit = st.below[preemptor] = _Below(st, preemptor)
+    return hit
+
+
 def open_reserved(st: PassState, pool: Pool, job: PendingJob) -> dict[int, Held]:
     """Nodes of ``pool`` held by an approved reservation of ``job``'s project (or an
     ancestor) whose window has opened: node index -> hold."""
-    if not pool.held or not job.project:
-        return {}
+    if not pool.held or not job.project or not st.snap.reservations:
+        return {}  # (only an approved reservation's hold is a ``reservation``)
     return {
         i: h
         for i, h in pool.held.items()
@@ -80,6 +91,8 @@ def open_reserved(st: PassState, pool: Pool, job: PendingJob) -> dict[int, Held]
 def reserved_preemptible(st: PassState, pool: Pool) -> bool:
     """Does an opened reservation node carry unprotected work of another project? Then a
     job of the reservation's project further down the queue may still preempt it."""
+    if not st.snap.reservations:
+        return False  # (only an approved reservation's hold is a ``reservation``)
     now, running = st.now, st.running
     for i, h in pool.held.items():
         if not h.reservation or not h.project or h.start_s > now or pool.drained[i]:
@@ -114,7 +127,9 @@ def _yieldable(st: PassState, pool: Pool, i: int, cache: list):
             continue
         total += used
     cands.sort()  # by (funded, -used, id): ids are unique on a node, so never by the job
-    hit = cache[i] = (pool.version[i], cands, total, unfunded, tuple(by_project.items()))
+    # the funded candidates' projects and their GPUs, apart: find_victims sums at C speed
+    projects, gpus = tuple(by_project), tuple(by_project.values())
+    hit = cache[i] = (pool.version[i], cands, total, unfunded, projects, gpus)
     return hit
 
 
@@ -165,12 +180,14 @@ def find_victims(
     Nodes are visited in name order, so a node can only win by a strictly smaller cost; one
     whose lower bound (a funded victim needed or not, one victim, the missing GPUs freed)
     already reaches the best cost is skipped without building its victim set."""
-    below = None if any_rank else _Below(st, job.project)
+    below = None if any_rank else below_of(st, job.project)
     reserved = reserved or {}
     rules = {i: _Below(st, job.project, h.project) for i, h in reserved.items()}
     gpus = job.gpus
     drained, held, size, free, names = pool.drained, pool.held, pool.size, pool.free, pool.names
     cache, version = _cache_of(st, pool), pool.version
+    if not pool.is_multi(gpus) and not reserved and not only_reserved:
+        return _one_node(st, pool, gpus, below)
     if not pool.is_multi(gpus):
         best = None
         best_cost = None
@@ -195,7 +212,7 @@ def find_victims(
                         hit = _yieldable(st, pool, i, cache)
                     holder = holders.get(h.project)
                     if holder is None:
-                        holder = holders[h.project] = _Below(st, h.project)
+                        holder = holders[h.project] = below_of(st, h.project)
                     blockers = [c for c in hit[1] if c[0] and not holder.allows(c[4])]
                     total = sum(c[3] for c in blockers)
                     if size[i] < gpus or total < gpus:
@@ -212,7 +229,7 @@ def find_victims(
             hit = cache[i]
             if hit is None or hit[0] != version[i]:
                 hit = _yieldable(st, pool, i, cache)
-            _, yieldable, total, unfunded, by_project = hit
+            _, yieldable, total, unfunded, projects, their_gpus = hit
             if f + total < gpus:
                 continue
             if best_cost is not None and (0 if f + unfunded >= gpus else 1, 1, gpus - f) >= (
@@ -220,7 +237,10 @@ def find_victims(
             ):
                 continue
             rule = rules.get(i, below) if rules else below
-            if rule is not None and f + unfunded + sum(g for p, g in by_project if rule[p]) < gpus:
+            if (
+                rule is not None
+                and f + unfunded + sum(compress(their_gpus, map(rule.__getitem__, projects))) < gpus
+            ):
                 # even every funded candidate the rank test lets it take is not enough (the
                 # shield only takes more away): _node_victims would find none
                 continue
@@ -240,7 +260,7 @@ def find_victims(
         hit = cache[i]
         if hit is None or hit[0] != version[i]:
             hit = _yieldable(st, pool, i, cache)
-        _, yieldable, total, _, _ = hit
+        yieldable, total = hit[1], hit[2]
         if free[i] + total < size[i]:
             continue
         found = _node_victims(free[i], yieldable, size[i], rules.get(i, below))
@@ -271,6 +291,77 @@ def find_victims(
     victims = {v for i in used for v in ids_at[i]}
     funded = sum(1 for v in victims if st.running[v].funded)
     return (funded, len(victims), 0), placement, tuple(sorted(victims))
+
+
+def _rows(st: PassState, pool: Pool) -> list[tuple]:
+    """What a victim search for a one-node job reads of each node it may use, in name order,
+    kept while the pool is unchanged (``Pool.stamp``: a pass runs many failing searches in a
+    row): (index, True, size, blockers, their GPUs) for a node held with no known start, and
+    (index, False, size, free, candidates, their GPUs, unfunded GPUs, funded candidates'
+    projects, their GPUs) for an unheld one (``_yieldable``). Drained nodes and nodes held
+    from a known start or for an approved reservation are left out (no such search uses
+    them)."""
+    hit = st.victim_rows.get(id(pool))
+    if hit is not None and hit[0] == pool.stamp:
+        return hit[1]
+    cache, version, held, free, size = (
+        _cache_of(st, pool),
+        pool.version,
+        pool.held,
+        pool.free,
+        pool.size,
+    )
+    rows: list[tuple] = []
+    for i in range(len(pool.names)):
+        if pool.drained[i]:
+            continue
+        got = cache[i]
+        if got is None or got[0] != version[i]:
+            got = _yieldable(st, pool, i, cache)
+        h = held.get(i)
+        if h is None:
+            rows.append((i, False, size[i], free[i], got[1], got[2], got[3], got[4], got[5]))
+        elif h.start_s == INF and not h.reservation:
+            # The jobs the holder waits for (which need not yield to it): see find_victims
+            holder = below_of(st, h.project)
+            blockers = [c for c in got[1] if c[0] and not holder.allows(c[4])]
+            rows.append((i, True, size[i], blockers, sum(c[3] for c in blockers)))
+    st.victim_rows[id(pool)] = (pool.stamp, rows)
+    return rows
+
+
+def _one_node(st: PassState, pool: Pool, gpus: int, below: _Below | None):
+    """``find_victims`` for a job that fits on one node, with no approved reservation open
+    to it: the same visit of the nodes in name order, over ``_rows``."""
+    best = best_cost = None
+    for row in _rows(st, pool):
+        if row[1]:  # held with no known start: only its blockers' GPUs, if allowed
+            if row[2] < gpus or row[4] < gpus:
+                continue
+            found = _node_victims(0, row[3], gpus, below)
+            if found is not None and (best_cost is None or found[0] < best_cost):
+                best_cost = found[0]
+                best = (((row[0], gpus),), found[1])
+            continue
+        i, _, size, f, yieldable, total, unfunded, projects, their_gpus = row
+        if size < gpus or f >= gpus or f + total < gpus:
+            continue  # (f >= gpus: find() would have placed it)
+        if best_cost is not None and (0 if f + unfunded >= gpus else 1, 1, gpus - f) >= (best_cost):
+            continue
+        if (
+            below is not None
+            and f + unfunded + sum(compress(their_gpus, map(below.__getitem__, projects))) < gpus
+        ):
+            continue  # even every funded candidate the rank test allows is not enough
+        found = _node_victims(f, yieldable, gpus, below)
+        if found is None:
+            continue
+        if best_cost is None or found[0] < best_cost:
+            best_cost = found[0]
+            best = (((i, gpus),), found[1])
+            if best_cost == (0, 1, 1):
+                break  # one unfunded 1-GPU victim: nothing can be cheaper (names ascend)
+    return None if best is None else (best_cost, best[0], best[1])
 
 
 def _cheapest_groups(st: PassState, pool: Pool, options: list, gpus: int) -> list[int]:
@@ -318,86 +409,3 @@ def _cheapest_groups(st: PassState, pool: Pool, options: list, gpus: int) -> lis
     if gpus not in best:
         return []
     return sorted(i for nodes in best[gpus][2] for i in nodes)
-
-
-def earliest_nodes(st: PassState, pool: Pool, job: PendingJob):
-    """The nodes that free up soonest for ``job``: (start_s, node indexes, blockers) or None
-    when the pool has no node it could ever use.
-
-    A running job's release time for ``job``: now if it is unfunded; the end of its
-    protection if ``job`` may preempt it then (it ranks strictly below, and did not displace
-    ``job``'s side: ``_Below.allows``); otherwise never (infinity): it need not yield and its
-    end is unknown. When no node frees up at a known time, the nodes that need the fewest
-    GPUs of such jobs are returned with start_s infinity, and ``blockers`` names their
-    projects: the job waits for them to finish, and the nodes are held for it meanwhile, so
-    worse-ranked funded work cannot take the GPUs that free up there (no overtaking)."""
-    now, running, below, gpus = st.now, st.running, _Below(st, job.project), job.gpus
-    drained, held, size, free, jobs = pool.drained, pool.held, pool.size, pool.free, pool.jobs
-    if not pool.is_multi(gpus):
-        best = None
-        for i in range(len(pool.names)):
-            if drained[i] or i in held or size[i] < gpus:
-                continue
-            t, unknown = now, 0
-            if free[i] < gpus:
-                got, t = free[i], INF
-                releases = []
-                for j, used in jobs[i].items():
-                    v = running[j]  # its release time
-                    if not v.funded:
-                        releases.append((now, used))
-                    elif below.allows(v):
-                        p = v.protected_until_s
-                        releases.append((p if p > now else now, used))
-                    else:
-                        releases.append((INF, used))
-                releases.sort()
-                for rt, used in releases:
-                    got += used
-                    if rt == INF:
-                        unknown += used
-                    if got >= gpus:
-                        t = rt
-                        break
-            key = (t, unknown, free[i], i)
-            if best is None or key < best:
-                best = key
-        if best is None:
-            return None
-        return best[0], (best[3],), _blockers(st, pool, (best[3],), below) if best[0] == INF else ()
-    whole = []
-    for i in range(len(pool.names)):
-        if drained[i] or i in held:
-            continue
-        t, unknown = now, 0  # the latest release time on the node
-        for j, used in jobs[i].items():
-            v = running[j]
-            if v.funded:
-                if not below.allows(v):
-                    t = INF
-                    unknown += used
-                elif v.protected_until_s > t:
-                    t = v.protected_until_s
-        whole.append((t, unknown, -size[i], i))
-    whole.sort()
-    chosen, left, start = [], gpus, now
-    for t, _, neg_size, i in whole:
-        if left <= 0:
-            break
-        chosen.append(i)
-        left += neg_size
-        start = t
-    if left > 0:
-        return None
-    return start, tuple(chosen), _blockers(st, pool, chosen, below) if start == INF else ()
-
-
-def _blockers(st: PassState, pool: Pool, idxs, below: _Below) -> tuple[str, ...]:
-    """Projects of the jobs on ``idxs`` that need not yield to the job (unknown ends)."""
-    out = set()
-    for i in idxs:
-        for j in pool.jobs[i]:
-            v = st.running[j]
-            if v.funded and not below.allows(v):
-                out.add(v.project)
-    return tuple(sorted(out))

@@ -82,12 +82,14 @@ class PassState:
             pool.index()
         self._prot: dict[tuple, float] = {}
         self.victim_cache: dict = {}
+        self.victim_rows: dict = {}  # preempt._rows: per pool, while it is unchanged
+        self.below: dict = {}  # preempt.below_of: each project's rank test, for the pass
         self._rank_of = {path: n.rank for path, n in self.tree.nodes.items()}
         self._user_usage = snap.user_usage_gpu_s
         self._pool_cache: dict[tuple[str | None, str | None], list[Pool]] = {}
         self.memory = self._live_memory(snap)
         self._shielded: dict[str, frozenset[str]] = {}
-        self._memory_by_side: dict[str, list[tuple[str, str]]] | None = None
+        self._memory_by_side: dict[str, dict[str, list[str]]] | None = None
         self.new_memory: list[Displacement] = []
 
     def _live_memory(self, snap: Snapshot) -> list[tuple[Displacement, str, str]]:
@@ -116,17 +118,19 @@ class PassState:
             return hit
         by_victim_side = self._memory_by_side
         if by_victim_side is None:  # in_subtree(preemptor, side) <=> side is an ancestor
+            # victim side -> displacer side -> the displacers: the release test is per side
             by_victim_side = self._memory_by_side = {}
             for d, victim_side, by_side in self.memory:
-                by_victim_side.setdefault(victim_side, []).append((d.by_id, by_side))
+                sides = by_victim_side.setdefault(victim_side, {})
+                sides.setdefault(by_side, []).append(d.by_id)
         release = self.policy.displacement_release_lfs
         nodes = self.tree.nodes
-        hit = self._shielded[preemptor] = frozenset(
-            by_id
-            for side in ancestors(preemptor)
-            for by_id, by_side in by_victim_side.get(side, ())
-            if not (by_side in nodes and nodes[by_side].lfs < release)
-        )
+        shield: set[str] = set()
+        for side in ancestors(preemptor):
+            for by_side, ids in by_victim_side.get(side, {}).items():
+                if not (by_side in nodes and nodes[by_side].lfs < release):
+                    shield.update(ids)
+        hit = self._shielded[preemptor] = frozenset(shield)
         return hit
 
     def cluster_of(self, job: RunningJob) -> str:

@@ -40,7 +40,7 @@ INF = math.inf
 UNRANKED = 1 << 30  # rank of jobs with no project (or an unknown one): after every project
 
 
-@dataclass
+@dataclass(slots=True)
 class TreeNode:
     path: str
     share: float
@@ -140,12 +140,9 @@ class FairTree:
         tree = cls(nodes, top)
         counter = [0]
         tree._rank_level(top, counter)
+        lfs = [n.lfs for n in nodes.values()]
         tree._below_cache, tree.alike = _shared_memo(
-            (
-                paths,
-                tuple(n.lfs < 1.0 for n in nodes.values()),
-                tuple(1.0 <= n.lfs for n in nodes.values()),
-            )
+            (paths, tuple([x < 1.0 for x in lfs]), tuple([1.0 <= x for x in lfs]))
         )
         return tree
 

@@ -323,3 +323,25 @@ def test_passes_where_only_the_clock_usage_and_balances_move_decide_as_full_pass
 
 def test_the_repeat_memo_answers_some_of_those_passes():
     assert sum(repeats_checked(seed, seed % 2 == 0, seed % 3 == 0, seed) for seed in range(12))
+
+
+@pytest.mark.parametrize("policy", ["priority", "fifo"])
+def test_every_pass_of_the_example_replay_decides_the_same_with_its_context_under_a_baseline(
+    monkeypatch, policy
+):
+    """A baseline's queue comes from the context too (``PassContext.flat_queue``)."""
+    sc = load_scenario(str(ROOT / "examples" / "small.yaml"))
+    jobs = load_trace(str(ROOT / "examples" / "small.csv"))
+    seen = _replay_both_ways(monkeypatch, sc, jobs, policy, 3 * 86400.0)
+    assert any(d.starts for d in seen)
+
+
+@pytest.mark.skipif(not PHILLY.exists(), reason="the Philly trace is not on this machine")
+@pytest.mark.parametrize("policy", ["priority", "fifo"])
+def test_every_pass_of_two_philly_days_decides_the_same_with_its_context_under_a_baseline(
+    monkeypatch, policy
+):
+    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
+    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
+    seen = _replay_both_ways(monkeypatch, sc, jobs, policy, 2 * 86400.0)
+    assert any(d.starts for d in seen)

@@ -17,10 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from scheduling.engine.pass_context import _diff
+from scheduling.engine import preempt
+from scheduling.engine.model import PendingJob
+from scheduling.engine.pass_context import Group, _diff, shape
+from scheduling.engine.pass_repeat import RepeatMemo
 from scheduling.engine.sim import floor as floor_module
 from scheduling.engine.sim import simulator
 from scheduling.engine.sim.scenario import load_scenario, load_trace
+from scheduling.engine.state import PassState
 
 ROOT = Path(__file__).resolve().parents[2]
 PHILLY = Path("/work/shared/traces/philly-vc.csv")
@@ -93,9 +97,13 @@ def test_the_floor_watch_of_two_saturated_philly_days_equals_the_recomputed_one(
 @pytest.mark.parametrize("seed", range(200))
 def test_the_queue_diff_equals_the_set_difference(seed):
     rng = random.Random(seed)
-    objects = [object() for _ in range(rng.randint(0, 60))]
+    # short queues, and long ones with a few gaps whose runs span several of _same_for's
+    # windows (64, 128, ... objects)
+    long = seed % 2 == 0
+    objects = [object() for _ in range(rng.randint(0, 1200 if long else 60))]
     old = [x for x in objects if rng.random() < 0.7]
-    new = [x for x in old if rng.random() < 0.9]
+    keep = 1 - rng.randint(0, 12) / max(len(old), 1) if long else 0.9
+    new = [x for x in old if rng.random() < keep]
     if rng.random() < 0.3:  # a few moved
         for _ in range(rng.randint(1, 3)):
             if new:
@@ -163,10 +171,10 @@ def test_the_snapshots_shared_tuples_are_the_simulators_jobs_at_every_pass(monke
 
 
 def test_the_contexts_groups_equal_those_rebuilt_from_its_index_at_every_pass(monkeypatch):
-    """Each (project, user) group keeps its jobs, shapes and liens in (submit, id) order as
-    jobs come and go, and rebuilds only its shape positions and largest liens
-    (``PassContext._ready``): after every pass of two saturated Philly days, every group
-    equals one rebuilt from the context's index."""
+    """Each (project, user) group keeps its jobs, shapes, liens and shape codes in (submit,
+    id) order as jobs come and go (``pass_context.Group.insert``, ``delete``): after every
+    pass of two saturated Philly days, every group equals one rebuilt from the context's
+    index, each shape the group holds has its own code, and every code marks its shape."""
     if not PHILLY.exists():
         pytest.skip("the Philly trace is not on this machine")
     original = simulator._run_pass
@@ -175,17 +183,19 @@ def test_the_contexts_groups_equal_those_rebuilt_from_its_index_at_every_pass(mo
     def checking(snapshot, context):
         got = original(snapshot, context)
         for g in context.groups.values():
-            context._ready(g)
             rows = [context.by_id[jid] for _, jid in g.order]
             assert g.jobs == [r[0] for r in rows]
             assert g.keys == [r[1] for r in rows]
             assert g.bases == [r[2] for r in rows]
-            at: dict = {}
-            for k, key in enumerate(g.keys):
-                at.setdefault(key, []).append(k)
-            assert g.at == at and list(g.at) == list(at)
-            assert g.lane == (None in at)
-            assert g.most == [max(g.bases[k:]) for k in range(len(g.bases))]
+            counts: dict = {}
+            for key in g.keys:
+                counts[key] = counts.get(key, 0) + 1
+            assert g.count == counts and set(g.ids) == set(counts)
+            assert len(set(g.ids.values())) == len(g.ids)  # one code per shape
+            assert not g.wide and list(g.codes) == [g.ids[key] for key in g.keys]
+            assert g.lane == (None in counts)
+            assert g.top() == max(g.bases, default=0.0)
+            assert all(context._shapes[key] is key for key in counts if key is not None)
         checked.append(len(context.groups))
         return got
 
@@ -194,3 +204,192 @@ def test_the_contexts_groups_equal_those_rebuilt_from_its_index_at_every_pass(mo
     jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
     simulator.simulate(sc, jobs, "fairshare", until_s=2 * 86400.0, record_events=False)
     assert len(checked) > 100 and max(checked) >= 5
+
+
+def test_a_group_with_more_shapes_than_a_byte_tells_apart_is_never_skipped():
+    """A group's shape codes are bytes: past 256 shapes at once it is marked ``wide`` (the
+    walk then visits its jobs one by one) until it is empty again."""
+    g = Group("p")
+    jobs = [PendingJob(f"j{n}", "p", "u", n + 1, float(n), 0.0) for n in range(257)]
+    for n, job in enumerate(jobs):
+        g.insert(n, (job.submit_s, job.id), job, shape(job), 1.0)
+        assert g.wide == (n >= 256)
+    assert sorted(g.ids.values()) == list(range(257))
+    g.delete(256)
+    g.delete(0)
+    g.insert(0, (0.0, "j0"), jobs[0], shape(jobs[0]), 1.0)
+    assert g.ids[shape(jobs[0])] == 0  # the lowest free code
+    while g.jobs:
+        g.delete(0)
+    assert not g.wide and not g.ids and not g.codes
+
+
+def remaining_recomputed(sim, t: float) -> dict[str, float]:
+    """The balances as the simulator counted them before it kept its funded runs' liens
+    (``Simulator.liens``): every running job, every call."""
+    used: dict[str, float] = {}
+    for p, spent in sim.spent.items():
+        for anc in sim.up.get(p, ()):
+            used[anc] = used.get(anc, 0.0) + spent
+    for r in sim.running.values():
+        if r.funded and r.protected_until_s > t:
+            lien = (r.protected_until_s - t) * r.gpus * sim.node_cost[r.nodes[0][0]]
+            for anc in sim.up.get(r.project, ()):
+                used[anc] = used.get(anc, 0.0) + lien
+    return {p: grant - used.get(p, 0.0) for p, grant in sim.grants.items()}
+
+
+def replay_checking_the_balances(monkeypatch, scenario, jobs, until) -> int:
+    kept = simulator.Simulator.remaining
+    checked = []
+
+    def both(sim, t):
+        got = kept(sim, t)
+        assert got == remaining_recomputed(sim, t), t  # equal floats: summed in one order
+        holding = [r.id for r in sim.running.values() if r.funded and r.protected_until_s > t]
+        assert [jid for jid, lien in sim.liens.items() if lien[0] > t] == holding
+        checked.append(t)
+        return got
+
+    monkeypatch.setattr(simulator.Simulator, "remaining", both)
+    simulator.simulate(scenario, jobs, "fairshare", until_s=until, record_events=False)
+    return len(checked)
+
+
+def test_the_balances_of_the_example_replay_equal_those_recounted_from_every_running_job(
+    monkeypatch,
+):
+    sc = load_scenario(str(ROOT / "examples" / "small.yaml"))
+    jobs = load_trace(str(ROOT / "examples" / "small.csv"))
+    assert replay_checking_the_balances(monkeypatch, sc, jobs, 3 * 86400.0) > 10
+
+
+@pytest.mark.skipif(not PHILLY.exists(), reason="the Philly trace is not on this machine")
+def test_the_balances_of_two_saturated_philly_days_equal_those_recounted(monkeypatch):
+    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
+    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
+    assert replay_checking_the_balances(monkeypatch, sc, jobs, 2 * 86400.0) > 100
+
+
+def replay_checking_the_victim_rows(monkeypatch, scenario, jobs, until) -> int:
+    """Every time a victim search reads the rows kept for its pool (``preempt._rows``,
+    kept while ``Pool.stamp`` is unchanged), they equal rows built afresh from the pool."""
+    kept = preempt._rows
+    checked = []
+
+    def both(st, pool):
+        before = st.victim_rows.get(id(pool))
+        got = kept(st, pool)
+        saved_rows, saved_cache = st.victim_rows, st.victim_cache
+        st.victim_rows, st.victim_cache = {}, {}
+        try:
+            fresh = kept(st, pool)
+        finally:
+            st.victim_rows, st.victim_cache = saved_rows, saved_cache
+        assert got == fresh, st.now
+        checked.append(before is not None and before[1] is got)  # read again, not rebuilt
+        return got
+
+    monkeypatch.setattr(preempt, "_rows", both)
+    simulator.simulate(scenario, jobs, "fairshare", until_s=until, record_events=False)
+    assert any(checked)
+    return len(checked)
+
+
+def test_the_victim_rows_of_the_example_replay_equal_fresh_ones(monkeypatch):
+    sc = load_scenario(str(ROOT / "examples" / "small.yaml"))
+    jobs = load_trace(str(ROOT / "examples" / "small.csv"))
+    assert replay_checking_the_victim_rows(monkeypatch, sc, jobs, 3 * 86400.0) > 0
+
+
+@pytest.mark.skipif(not PHILLY.exists(), reason="the Philly trace is not on this machine")
+def test_the_victim_rows_of_two_saturated_philly_days_equal_fresh_ones(monkeypatch):
+    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
+    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
+    assert replay_checking_the_victim_rows(monkeypatch, sc, jobs, 2 * 86400.0) > 100
+
+
+def clock_quiet_recomputed(memo, snap, t0: float, t1: float) -> list | None:
+    """``RepeatMemo._clock_quiet`` as it was: every running job, every call."""
+    ended = [r for r in snap.running if (t0 >= r.protected_until_s) != (t1 >= r.protected_until_s)]
+    until = snap.policy.displacement_memory_s
+    for d in snap.displacements:
+        if (t0 >= d.at_s + until) != (t1 >= d.at_s + until):
+            return None
+    return ended if all(h.start_s > t1 for h in memo.decisions.reservations) else None
+
+
+@pytest.mark.skipif(not PHILLY.exists(), reason="the Philly trace is not on this machine")
+def test_the_repeat_memos_kept_protection_ends_and_scaled_liens_equal_recomputed_ones(
+    monkeypatch,
+):
+    """The repeat memo keeps the running jobs sorted by protection end (while they are the
+    same) and each project's liens times each cost (while the queue is the same): at every
+    check of two saturated Philly days, the runs whose protection ended and the signature
+    equal those computed from every job."""
+    kept_clock, kept_signature = RepeatMemo._clock_quiet, RepeatMemo._signature
+    checked = []
+
+    def clock(memo, snap, t0, t1):
+        got = kept_clock(memo, snap, t0, t1)
+        plain = clock_quiet_recomputed(memo, snap, t0, t1)
+        assert (got is None) == (plain is None)
+        if got is not None:
+            assert sorted(r.id for r in got) == sorted(r.id for r in plain)
+        checked.append(got)
+        return got
+
+    def signature(memo, snap, tree, context):
+        got = kept_signature(memo, snap, tree, context)
+        saved, memo.scaled = memo.scaled, {}
+        try:
+            assert got == kept_signature(memo, snap, tree, context)
+        finally:
+            memo.scaled = saved
+        return got
+
+    monkeypatch.setattr(RepeatMemo, "_clock_quiet", clock)
+    monkeypatch.setattr(RepeatMemo, "_signature", signature)
+    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
+    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
+    simulator.simulate(sc, jobs, "fairshare", until_s=2 * 86400.0, record_events=False)
+    assert len(checked) > 100 and any(checked)
+
+
+@pytest.mark.parametrize("policy", ["priority", "fifo"])
+def test_a_baselines_queue_kept_in_the_context_equals_the_sorted_one_at_every_pass(
+    monkeypatch, policy
+):
+    """Under a baseline the context keeps the whole queue in the policy's order as jobs come
+    and go (``PassContext.flat_queue``): after every pass of the example replay and of two
+    Philly days it equals the waiting jobs sorted by ``PassState.order_key``, with their
+    shapes, liens and the count of jobs per number of GPUs."""
+    original = simulator._run_pass
+    checked = []
+
+    def checking(snapshot, context):
+        got = original(snapshot, context)
+        if context.last is snapshot.pending:
+            st = PassState(snapshot)
+            queue = st.queue(j for j in snapshot.pending if not j.held)
+            assert context.flat_jobs == queue
+            assert all(a is b for a, b in zip(context.flat_jobs, queue, strict=True))
+            assert context.flat_keys == [shape(j) for j in queue]
+            assert context.flat_bases == [j.gpus * st.protection(j) for j in queue]
+            assert context.flat_order == [st.order_key(j) for j in queue]
+            gpus: dict[int, int] = {}
+            for j in queue:
+                gpus[j.gpus] = gpus.get(j.gpus, 0) + 1
+            assert context.flat_gpus == gpus
+            checked.append(len(queue))
+        return got
+
+    monkeypatch.setattr(simulator, "_run_pass", checking)
+    sc = load_scenario(str(ROOT / "examples" / "small.yaml"))
+    jobs = load_trace(str(ROOT / "examples" / "small.csv"))
+    simulator.simulate(sc, jobs, policy, until_s=3 * 86400.0, record_events=False)
+    if PHILLY.exists():
+        sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
+        jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
+        simulator.simulate(sc, jobs, policy, until_s=2 * 86400.0, record_events=False)
+    assert len(checked) > 100 and max(checked) > 10

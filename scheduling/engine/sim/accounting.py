@@ -3,6 +3,7 @@ their liens, and the snapshot handed to the engine. Mixed into ``simulator.Simul
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from dataclasses import replace
 
@@ -51,13 +52,22 @@ class Accounting:
         """Each budget node's grant minus what its subtree spent this period and holds in
         liens (the unspent part of running funded jobs' protected windows)."""
         used: dict[str, float] = defaultdict(float)
+        up = self.up
         for p, spent in self.spent.items():
-            for anc in self.up.get(p, ()):
+            for anc in up.get(p, ()):
                 used[anc] += spent
-        for r in self.running.values():
-            if r.funded and r.protected_until_s > t:
-                lien = (r.protected_until_s - t) * r.gpus * self.node_cost[r.nodes[0][0]]
-                for anc in self.up.get(r.project, ()):
+        # the funded runs in running order (``_rates`` keeps them), so every sum is the same;
+        # a run whose protection has ended holds no lien again (the clock only moves on)
+        liens, ends = self.liens, self.lien_ends
+        while ends and ends[0][0] <= t:
+            jid = heapq.heappop(ends)[1]
+            got = liens.get(jid)
+            if got is not None and got[0] <= t:  # (not a later run of the same job)
+                del liens[jid]
+        for until, gpus, cost, chain in liens.values():
+            if until > t:
+                lien = (until - t) * gpus * cost
+                for anc in chain:
                     used[anc] += lien
         return {p: grant - used.get(p, 0.0) for p, grant in self.grants.items()}
 
@@ -147,5 +157,13 @@ class Accounting:
             self.user_rate[(r.project, r.user)] += sign * r.gpus * cost
             chain = self.up.get(r.project, ())
             self.floor.runs.update(chain, r.protected_until_s, r.gpus * cost, sign)
+            # A funded run joins the end of ``running`` and leaves it by ``_stop`` (a
+            # defunded one comes back unfunded), so ``liens`` holds the funded runs in
+            # ``running``'s order: ``remaining`` adds their liens in the order it always has.
+            if sign > 0:
+                self.liens[r.id] = (r.protected_until_s, r.gpus, cost, chain)
+                heapq.heappush(self.lien_ends, (r.protected_until_s, r.id))
+            else:
+                self.liens.pop(r.id, None)  # (gone already if its protection had ended)
         else:
             self.unfunded_rate[r.project] += sign * r.gpus * cost

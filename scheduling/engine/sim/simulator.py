@@ -120,6 +120,9 @@ class Simulator(JobLifecycle, Accounting, ResultReport):
         self._usage_of: tuple | None = None  # Accounting._usage_now
         self._running_tuple: tuple | None = None  # Accounting._running_now
         self.rate: dict[str, float] = defaultdict(float)  # project -> funded cost-normalised GPUs
+        # funded run -> (protection end, GPUs, cost, budget chain), in running order (_rates)
+        self.liens: dict[str, tuple] = {}
+        self.lien_ends: list[tuple[float, str]] = []  # heap of (protection end, run) in liens
         self.user_rate: dict[tuple[str, str], float] = defaultdict(float)
         self.unfunded_rate: dict[str, float] = defaultdict(float)
         self.busy = 0
