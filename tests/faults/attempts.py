@@ -120,8 +120,9 @@ def run_starts(
     """Where run ``n`` may be charged from: its pass's start, or the backend's start of that
     attempt when it came a second or more later (what confirm_start accepts), or — for a start
     reconcile sent late — the moment it was sent (reconcile moves the start there at once;
-    the backend's start follows it by the dispatch's own delay, under a second, which
-    confirm_start leaves as it is). The last run's is known exactly: ``started_at``, which
+    the backend's reported start is within a second of it, which confirm_start leaves as it
+    is: after it by the dispatch's delay, or before it when the backend reports whole
+    seconds, as Slurm does). The last run's is known exactly: ``started_at``, which
     must be one of those; an earlier run's sending moment is read from its first charge
     (``charged_from``)."""
     decided = run["start"]
@@ -129,14 +130,19 @@ def run_starts(
     real = backend_start.get((job.pk, n))
 
     def sent_late(moment: datetime | None) -> bool:
+        # The simulated backend starts at the sending (its start a few ms after); Slurm
+        # reports whole seconds (its start up to a second before the moment it was sent).
         return (
-            real is not None and moment is not None and decided < moment <= real < moment + SECOND
+            real is not None
+            and moment is not None
+            and decided < moment
+            and abs(moment - real) < SECOND
         )
 
     if real is not None and real - decided >= SECOND and real <= end:
         starts.append(real)
-        if n != runs and sent_late(charged_from):
-            starts.append(charged_from)
+    if n != runs and sent_late(charged_from):
+        starts.append(charged_from)
     if n != runs or job.started_at is None:
         return starts, ""
     if job.started_at in starts or sent_late(job.started_at):
