@@ -325,6 +325,29 @@ UNCHARGED_AFTER_A_START_DECIDED_IN_AN_OUTAGE = [
 ]
 
 
+# Found when new numbers in the source changed what the machine draws: a job whose end lands
+# in an outage, two extensions whose ends pass while charging lags, then the same again.
+ENDS_IN_OUTAGES_AROUND_TWO_EXTENSIONS = [
+    ("backend_completing_lag", dict(completing_s=0)),
+    ("outage", dict(down=True)),
+    (
+        OUTAGE_END,
+        dict(after=1, duration_s=300, gpus=1, leaf=0, outage=False, seen_completing=False),
+    ),
+    (
+        "an_extension_ends_while_charging_lags",
+        dict(gpus=1, hours=5, lag_s=60, leaf=0, recover=True),
+    ),
+    (
+        "an_extension_ends_while_charging_lags",
+        dict(gpus=1, hours=5, lag_s=60, leaf=0, recover=True),
+    ),
+    (
+        OUTAGE_END,
+        dict(after=1, duration_s=300, gpus=1, leaf=0, outage=False, seen_completing=False),
+    ),
+]
+
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     "steps",
@@ -342,6 +365,7 @@ UNCHARGED_AFTER_A_START_DECIDED_IN_AN_OUTAGE = [
         STOPPED_IN_AN_OUTAGE_THEN_FORGOTTEN,
         PREEMPTED_BEFORE_ITS_START_WAS_CONFIRMED,
         UNCHARGED_AFTER_A_START_DECIDED_IN_AN_OUTAGE,
+        ENDS_IN_OUTAGES_AROUND_TWO_EXTENSIONS,
     ],
     ids=[
         "defunded-before-start",
@@ -357,6 +381,7 @@ UNCHARGED_AFTER_A_START_DECIDED_IN_AN_OUTAGE = [
         "stopped-in-an-outage-then-forgotten",
         "preempted-before-its-start-was-confirmed",
         "uncharged-after-a-start-decided-in-an-outage",
+        "ends-in-outages-around-two-extensions",
     ],
 )
 def test_a_found_example_holds_every_invariant(request, monkeypatch, steps):
