@@ -59,9 +59,6 @@ TIMES = tuple(
 COLUMN = {name: index for index, name in enumerate(READ)}
 _EPOCH = datetime.fromtimestamp(0, UTC)
 _MICROSECOND = timedelta(microseconds=1)
-# Microseconds a second, computed rather than written out: the live-loop state machine's
-# hypothesis search draws integer literals found in the project's source, so a new one
-# would reshuffle its derandomized examples (see docs/performance.md, fifth round).
 PER_SECOND = timedelta(seconds=1) // _MICROSECOND
 
 
