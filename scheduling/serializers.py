@@ -1,8 +1,7 @@
-import copy
-
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from portal.representation import PlannedRepresentation
 from scheduling import job_env
 from scheduling.access import can_see_command
 from scheduling.errors import JobValidationError
@@ -53,13 +52,9 @@ class JobSubmitSerializer(serializers.Serializer):
             raise serializers.ValidationError(exc.message) from None
 
 
-class JobSerializer(serializers.ModelSerializer):
-    """A job as the API shows it. The fields ``ModelSerializer`` derives from the model are
-    built once per process and copied for each instance (``get_fields``): every answer to a
-    submission and every job of a list builds this serializer, and deriving ~25 fields from
-    the model each time was a fifth of a submission's Python (issue 12, point 3)."""
-
-    _built_fields = None
+class JobSerializer(PlannedRepresentation, serializers.ModelSerializer):
+    """A job as the API shows it: the answer to every submission and each job of a list, so
+    its fields are resolved once per process (``portal.representation``, issue 12 point 3)."""
 
     owner = serializers.CharField(source="owner.username", read_only=True)
     project = serializers.SerializerMethodField()
@@ -94,12 +89,6 @@ class JobSerializer(serializers.ModelSerializer):
             "last_error",  # the cluster's last refusal for this job alone
         ]
         read_only_fields = fields
-
-    def get_fields(self):
-        cls = type(self)
-        if cls.__dict__.get("_built_fields") is None:
-            cls._built_fields = super().get_fields()
-        return copy.deepcopy(cls._built_fields)
 
     @extend_schema_field(
         serializers.CharField(

@@ -127,3 +127,43 @@ def test_a_strong_password_passes(researcher):
     from django.contrib.auth.password_validation import validate_password
 
     validate_password("correct horse battery staple", researcher)
+
+
+def test_a_token_authenticates_as_its_user_loaded_as_the_orm_loads_it(client, researcher):
+    """The lookup reads the token and its user with one hand-written join (issue 12): the
+    user it hands the view must be the ORM's user, every field converted alike."""
+    from portal.tokens import TokenAuthentication
+
+    secret = _token(client)
+    user, auth_token = TokenAuthentication().authenticate_credentials(secret.encode())
+    expected = type(researcher).objects.get(pk=researcher.pk)
+    for field in type(researcher)._meta.concrete_fields:
+        assert getattr(user, field.attname) == getattr(expected, field.attname), field.name
+    assert auth_token == AuthToken.objects.get(user=researcher)
+    assert auth_token.expiry == AuthToken.objects.get(user=researcher).expiry
+    assert timezone.is_aware(auth_token.expiry) and timezone.is_aware(user.date_joined)
+    assert not user._state.adding and user._state.db == "default"
+
+
+def test_a_token_with_the_right_key_and_a_wrong_secret_is_refused(client, researcher):
+    secret = _token(client)
+    forged = secret[:15] + ("0" if secret[15] != "0" else "1") + secret[16:]
+    assert _jobs(client, forged).status_code == 401
+    assert _jobs(client, secret).status_code == 200
+
+
+def test_a_deactivated_users_token_is_refused_at_its_next_use(client, researcher):
+    secret = _token(client)
+    assert _jobs(client, secret).status_code == 200
+    type(researcher).objects.filter(pk=researcher.pk).update(is_active=False)
+    response = _jobs(client, secret)
+    assert response.status_code == 401
+    assert "inactive" in response.json()["message"]
+
+
+MALFORMED = ["Token ", "Token a b", f"Token {'g' * 64}", f"Token {'a' * 63}"]
+
+
+@pytest.mark.parametrize("header", MALFORMED)
+def test_a_malformed_token_header_is_a_401(client, researcher, header):
+    assert client.get("/api/v1/jobs/", HTTP_AUTHORIZATION=header).status_code == 401
