@@ -348,6 +348,7 @@ ENDS_IN_OUTAGES_AROUND_TWO_EXTENSIONS = [
     ),
 ]
 
+
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     "steps",
