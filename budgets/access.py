@@ -13,6 +13,8 @@ Scope is a set of subtrees. A role on a node covers the node and everything belo
 The user's roles are read once per request and cached on the user object.
 """
 
+from functools import cache
+
 from django.contrib.auth.models import AnonymousUser, Group
 from django.core.exceptions import PermissionDenied
 from django.db import connection
@@ -21,6 +23,7 @@ from django.http import Http404
 
 from budgets.models import BudgetNode, Role, RoleKind
 from portal.parsing import parse_id
+from portal.raw_rows import reading, table
 
 CLUSTER_ADMIN_GROUP = "cluster-admins"
 EDITING_BELOW = {RoleKind.PROGRAM_MANAGER, RoleKind.PROJECT_LEAD}
@@ -144,7 +147,11 @@ def submittable_project(user, slug_path: str) -> BudgetNode | None:
     ``user_projects``), else None. One indexed lookup (and one more for a node with
     children): every API submission asks."""
     paths = [path for role, path in _roles(user) if path and role in SUBMITTING]
-    node = next(iter(BudgetNode.objects.raw(_PROJECT_SQL, [slug_path])), None)
+    nodes = reading(BudgetNode)
+    with connection.cursor() as cursor:
+        cursor.execute(_project_sql(), [slug_path])
+        row = cursor.fetchone()
+    node = nodes.instance(row) if row is not None else None
     if node is None or not any(node.path.startswith(path) for path in paths):
         return None
     if node.numchild and BudgetNode.objects.get_children(node).filter(archived=False).exists():
@@ -152,10 +159,13 @@ def submittable_project(user, slug_path: str) -> BudgetNode | None:
     return node
 
 
-# Plain SQL for the same reason as the roles': every submission asks.
-_PROJECT_SQL = (
-    f"SELECT * FROM {BudgetNode._meta.db_table} WHERE slug_path = %s AND NOT archived AND depth > 1"
-)
+@cache
+def _project_sql() -> str:
+    """Plain SQL for the same reason as the roles': every submission asks."""
+    return (
+        f"SELECT {reading(BudgetNode).columns('n')} FROM {table(BudgetNode)} n "
+        "WHERE slug_path = %s AND NOT archived AND depth > 1"
+    )
 
 
 def user_projects(user):

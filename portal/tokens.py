@@ -24,6 +24,8 @@ from knox.models import AuthToken
 from knox.settings import CONSTANTS, knox_settings
 from rest_framework import exceptions
 
+from portal.raw_rows import reading, table
+
 # knox writes 64 hex characters (a prefix is not configured); anything else is not a token.
 TOKEN_SHAPE = re.compile(r"[0-9a-f]{64}")
 LOCKED_OUT = "Too many failed logins: try again later."
@@ -86,62 +88,31 @@ class TokenAuthentication(KnoxTokenAuthentication):
 
 
 @cache
-def _token_join() -> tuple[str, tuple, tuple]:
-    """The statement knox's ``filter(token_key=...).select_related("user")`` sends, and per
-    model its fields' names and the converters the ORM applies to their values."""
+def _token_join() -> str:
+    """The statement knox's ``filter(token_key=...).select_related("user")`` sends."""
     User = get_user_model()
     quote = connection.ops.quote_name
-    token_fields, user_fields = AuthToken._meta.concrete_fields, User._meta.concrete_fields
-    columns = [f"t.{quote(f.column)}" for f in token_fields]
-    columns += [f"u.{quote(f.column)}" for f in user_fields]
-    sql = (
-        f"SELECT {', '.join(columns)} FROM {quote(AuthToken._meta.db_table)} t "
-        f"JOIN {quote(User._meta.db_table)} u "
-        f"ON t.{quote(AuthToken._meta.get_field('user').column)} = u.{quote(User._meta.pk.column)} "
-        f"WHERE t.{quote(AuthToken._meta.get_field('token_key').column)} = %s"
+    token_user = quote(AuthToken._meta.get_field("user").column)
+    token_key = quote(AuthToken._meta.get_field("token_key").column)
+    return (
+        f"SELECT {reading(AuthToken).columns('t')}, {reading(User).columns('u')} "
+        f"FROM {table(AuthToken)} t JOIN {table(User)} u "
+        f"ON t.{token_user} = u.{quote(User._meta.pk.column)} WHERE t.{token_key} = %s"
     )
-    return sql, _reading(AuthToken), _reading(User)
-
-
-def _reading(model) -> tuple[list[str], list[list]]:
-    names, converters = [], []
-    for field in model._meta.concrete_fields:
-        col = field.get_col(model._meta.db_table)
-        names.append(field.attname)
-        converters.append(
-            [(convert, col) for convert in connection.ops.get_db_converters(col)]
-            + [(convert, col) for convert in col.get_db_converters(connection)]
-        )
-    return names, converters
 
 
 def _tokens_with_key(token_key: str) -> list[AuthToken]:
-    """The tokens whose key is ``token_key`` (knox's first characters), each with its user
-    loaded, their values converted as the ORM converts them."""
-    sql, (token_names, token_conv), (user_names, user_conv) = _token_join()
+    """The tokens whose key is ``token_key`` (knox's first characters), each with its user."""
+    tokens, users = reading(AuthToken), reading(get_user_model())
     with connection.cursor() as cursor:
-        cursor.execute(sql, [token_key])
+        cursor.execute(_token_join(), [token_key])
         rows = cursor.fetchall()
     found = []
-    cut = len(token_names)
     for row in rows:
-        auth_token = AuthToken.from_db(
-            connection.alias, token_names, _converted(token_conv, row[:cut])
-        )
-        auth_token.user = get_user_model().from_db(
-            connection.alias, user_names, _converted(user_conv, row[cut:])
-        )
+        auth_token = tokens.instance(row[: tokens.width])
+        auth_token.user = users.instance(row[tokens.width :])
         found.append(auth_token)
     return found
-
-
-def _converted(converters, values) -> list:
-    out = []
-    for field_converters, value in zip(converters, values, strict=True):
-        for convert, col in field_converters:
-            value = convert(value, col, connection)
-        out.append(value)
-    return out
 
 
 class RevokeTokensOnPasswordChange:

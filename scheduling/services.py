@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import cache
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
+from portal.insert_linked import insert_linked
+from portal.raw_rows import reading, table
 from scheduling import identity, job_env
 from scheduling.errors import JobPermissionError, JobValidationError
 from scheduling.models import Cluster, Job, JobEvent, Node
@@ -53,16 +56,28 @@ def _cluster_for(name: str) -> Cluster:
     in all and on the largest node) read in the same query. Written as SQL: every submission
     asks, and building this aggregate through the ORM cost more Python than the rest of the
     lookup (issue 12, point 3)."""
-    sql = (
-        "SELECT c.*, COALESCE(SUM(CASE WHEN n.present THEN n.gpus END), 0) AS present_gpus, "
-        "COALESCE(MAX(CASE WHEN n.present THEN n.gpus END), 0) AS largest_node_gpus "
-        f"FROM {Cluster._meta.db_table} c LEFT JOIN {Node._meta.db_table} n "
-        "ON n.cluster_id = c.id WHERE c.name = %s GROUP BY c.id"
-    )
-    cluster = next(iter(Cluster.objects.raw(sql, [name])), None)
+    clusters = reading(Cluster)
+    with connection.cursor() as cursor:
+        cursor.execute(_cluster_sql(), [name])
+        row = cursor.fetchone()
+    cluster = None
+    if row is not None:
+        cluster = clusters.instance(row[: clusters.width])
+        cluster.present_gpus, cluster.largest_node_gpus = row[clusters.width :]
     if cluster is None:
         raise JobValidationError("cluster", f"no cluster named {name!r}")
     return cluster
+
+
+@cache
+def _cluster_sql() -> str:
+    return (
+        f"SELECT {reading(Cluster).columns('c')}, "
+        "COALESCE(SUM(CASE WHEN n.present THEN n.gpus END), 0) AS present_gpus, "
+        "COALESCE(MAX(CASE WHEN n.present THEN n.gpus END), 0) AS largest_node_gpus "
+        f"FROM {table(Cluster)} c LEFT JOIN {table(Node)} n "
+        "ON n.cluster_id = c.id WHERE c.name = %s GROUP BY c.id"
+    )
 
 
 def _check_shape(request: JobRequest, cluster: Cluster) -> None:
@@ -116,12 +131,15 @@ def validate_request(user, request: JobRequest) -> tuple[Cluster, object]:
     return cluster, project
 
 
-@transaction.atomic
 def submit_job(user, request: JobRequest) -> Job:
-    """Queue a job. The next scheduling pass decides its funding and placement."""
+    """Queue a job. The next scheduling pass decides its funding and placement.
+
+    The job and its first event are one statement (``portal.insert_linked``: a submission is
+    the API's hottest write, issue 12 point 3). A min runtime above the cap adds an event that
+    names the job's own request page, so that one is written after, in the same transaction."""
     cluster, project = validate_request(user, request)
     now = timezone.now()
-    job = Job.objects.create(
+    job = Job(
         name=request.name.strip(),
         owner=user,
         project=project,
@@ -138,8 +156,12 @@ def submit_job(user, request: JobRequest) -> Job:
         pending_code="New",
         pending_message="Waiting for the next scheduling pass.",
     )
-    JobEvent.objects.create(job=job, at=now, kind="submitted", message=f"{job.gpus} GPUs")
-    if protection_request_url(job):
+    submitted = JobEvent(at=now, kind="submitted", message=f"{job.gpus} GPUs")
+    if not needs_protection_request(job):
+        insert_linked(job, [submitted], "job")
+        return job
+    with transaction.atomic():
+        insert_linked(job, [submitted], "job")
         cap = settings.ALLOT_MAX_MIN_RUNTIME_S
         JobEvent.objects.create(
             job=job,
@@ -152,14 +174,18 @@ def submit_job(user, request: JobRequest) -> Job:
     return job
 
 
+def needs_protection_request(job: Job) -> bool:
+    """A batch job whose min runtime is above the cap and that no exception covers yet."""
+    if job.min_runtime_s <= settings.ALLOT_MAX_MIN_RUNTIME_S or job.max_protection_s:
+        return False
+    return job.kind == Job.Kind.BATCH and not job.is_terminal
+
+
 def protection_request_url(job: Job) -> str | None:
-    """The prefilled extended_protection request for a job whose min runtime is above the cap
-    and that no exception covers yet; None otherwise."""
+    """The prefilled extended_protection request for a job that needs one; None otherwise."""
     from django.urls import reverse
 
-    if job.min_runtime_s <= settings.ALLOT_MAX_MIN_RUNTIME_S or job.max_protection_s:
-        return None
-    if job.kind != Job.Kind.BATCH or job.is_terminal:
+    if not needs_protection_request(job):
         return None
     hours = f"{job.min_runtime_s / 3600:g}"
     return reverse("exception-new-protection", args=[job.pk]) + f"?hours={hours}"
