@@ -27,9 +27,7 @@ def _statements(client) -> list[str]:
     return [q["sql"] for q in queries.captured_queries]
 
 
-def test_a_submission_costs_five_statements_however_many_tokens_its_user_holds(
-    researcher, cluster
-):
+def test_a_submission_costs_five_statements_however_many_tokens_its_user_holds(researcher, cluster):
     _, secret = issue_token(researcher)
     client = Client(HTTP_AUTHORIZATION=f"Token {secret}")
     first = _statements(client)
