@@ -10,7 +10,7 @@ import dataclasses
 import secrets
 from datetime import datetime
 
-from scheduling import accounting, bulk_writes, dispatch
+from scheduling import accounting, bulk_writes, dispatch, liens
 from scheduling.engine import model as m
 from scheduling.live_jobs import micros
 from scheduling.models import Job, JobEvent, Node
@@ -51,7 +51,7 @@ def _liens_fail(jobs: dict, starts: list[m.Start], now: datetime) -> set[str]:
     protected = [
         (jobs[d.job_id], max(0, int(d.protected_until_s - now.timestamp()))) for d in starts
     ]
-    failed = accounting.hold_start_liens(protected)
+    failed = liens.hold_start_liens(protected)
     return {d.job_id for d in starts if jobs[d.job_id].pk in failed}
 
 

@@ -267,14 +267,14 @@ def apply_protection_exception(job_id: int, protected_s: int, source: str) -> Jo
     and its lien grows to cover the extra protected time (a pending job's lien is taken at
     start for its whole protection). Raises budgets' InsufficientFunds, writing nothing, when
     its budget chain cannot cover that."""
-    from scheduling import accounting
+    from scheduling import liens
 
     job = Job.objects.select_for_update().get(pk=job_id)
     fields = {"max_protection_s": protected_s, "protection_source": source[:100]}
     if job.state == Job.State.RUNNING and job.started_at and job.funded:  # unfunded: never
         until = job.started_at + timedelta(seconds=protected_s)
         if job.project_id is not None and until > (job.protected_until or job.started_at):
-            accounting.extend_protection_lien(job, until)
+            liens.extend_protection_lien(job, until)
         fields["protected_until"] = until
     return _change_protection(
         job, fields, f"protection extended to {protected_s / 3600:g} h by {source}"
@@ -287,7 +287,7 @@ def revoke_protection_exception(job_id: int, source: str) -> Job:
     keeps at most its declared minimum runtime of protection from its current start, and its
     lien shrinks to what that protection still needs (``job.lien_released`` says how much
     went back to the budget, for the exception's record)."""
-    from scheduling import accounting
+    from scheduling import liens
 
     job = Job.objects.select_for_update().get(pk=job_id)
     if job.protection_source != source[:100]:
@@ -297,7 +297,7 @@ def revoke_protection_exception(job_id: int, source: str) -> Job:
     if job.state == Job.State.RUNNING and job.started_at and job.funded:
         contract_end = job.started_at + timedelta(seconds=job.min_runtime_s)
         fields["protected_until"] = min(job.protected_until or contract_end, contract_end)
-        released = accounting.shrink_protection_lien(job, fields["protected_until"])
+        released = liens.shrink_protection_lien(job, fields["protected_until"])
         if released:
             message += f"; its lien gives {released} cost-GPU-seconds back to the budget"
     job = _change_protection(job, fields, message)

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from budgets import ledger
 from exceptions import services
-from scheduling import accounting
+from scheduling import liens
 from scheduling.models import Cluster, Job, Node
 from tests.budgets.factories import GpuTypeFactory
 
@@ -49,7 +49,7 @@ def running_job(owner, project, cluster, *, hours_ago=1.0, min_runtime_h=8, gpus
         nodes=[["jupiter-00", gpus]],
     )
     # What a funded start holds: the lien for its protected window (scheduling.apply).
-    cost = accounting.protected_window_cost(job, int(min_runtime_h * 3600))
+    cost = liens.protected_window_cost(job, int(min_runtime_h * 3600))
     ledger.hold_lien(project, job.pk, cost, now=started)
     return job
 

@@ -69,7 +69,7 @@ from exceptions import services as exception_services
 from exceptions.errors import ExceptionError
 from exceptions.models import ExceptionRequest
 from exceptions.tasks import housekeeping
-from scheduling import accounting, dispatch, passes, settling
+from scheduling import dispatch, liens, passes, settling
 from scheduling.accounting import charge_running_jobs
 from scheduling.backends import base as backend_base
 from scheduling.backends.base import BackendError, RemoteState
@@ -973,7 +973,7 @@ def test_money_and_promises_hold_through_the_live_loop(request, monkeypatch):
     monkeypatch.setattr(settling, "settle_late_end", _settling(settling.settle_late_end))
     for module, name, counter in (
         (settling, "settle_earlier_attempt", "settled_earlier"),
-        (accounting, "shrink_protection_lien", "liens_shrunk"),
+        (liens, "shrink_protection_lien", "liens_shrunk"),
     ):
         monkeypatch.setattr(module, name, _counted(getattr(module, name), counter))
     RUNS.clear()

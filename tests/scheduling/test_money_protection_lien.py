@@ -1,7 +1,7 @@
 """A job's lien follows its protection down as well as up (issue 9, points 3 and 4).
 
 An approved extended protection grows the running job's lien to cover the extra protected
-hours (accounting.extend_protection_lien). When the exception ends and the job falls back to
+hours (liens.extend_protection_lien). When the exception ends and the job falls back to
 its own contract, the lien must shrink to what that contract still needs: otherwise the
 budget stays held for protected hours nobody is promised any more, and the floor counts them
 against the project until the run ends. It never shrinks below what is already charged.
