@@ -73,8 +73,17 @@ class BudgetFloor:
             if rate > 0 and left <= 0:
                 first = min(first, t)  # spent already
                 continue
+            if first < math.inf and left > 0:
+                # It cannot fall faster than all its runs together: if even then it would
+                # not get there before ``first``, its crossing changes nothing (the margin
+                # covers the rounding of the walk below, which it does not repeat).
+                most = runs.most(node)
+                if most > 0 and t + left / most * (1 - 1e-9) >= first:
+                    continue
             at = t
             for start, r in islice(parts, k, None):
+                if at >= first:
+                    break  # every crossing from here on is later than one found already
                 if rate > 0 and at + left / rate <= start:
                     first = min(first, at + left / rate)
                     break
@@ -120,11 +129,13 @@ class FundedRuns:
     def __init__(self) -> None:
         self.parts: dict[str, list[tuple[float, float]]] = {}
         self._past: dict[str, tuple[int, float]] = {}  # node -> (runs past their end, rate)
+        self._most: dict[str, float] = {}  # node -> the rate of all its runs (``most``)
 
     def update(self, chain: tuple[str, ...], until_s: float, rate: float, sign: int) -> None:
         item = (until_s, rate)
         for node in chain:
             self._past.pop(node, None)
+            self._most.pop(node, None)
             if sign > 0:
                 insort(self.parts.setdefault(node, []), item)
             else:
@@ -143,6 +154,14 @@ class FundedRuns:
             for r in sorted(r for _, r in parts[:k]):
                 rate += r
             hit = self._past[node] = (k, rate)
+        return hit
+
+    def most(self, node: str) -> float:
+        """The rate at which the node's balance falls once every run's protection has
+        ended: the fastest it can fall (a bound only; the watch sums rates in its order)."""
+        hit = self._most.get(node)
+        if hit is None:
+            hit = self._most[node] = sum(r for _, r in self.parts[node])
         return hit
 
 
