@@ -121,9 +121,6 @@ class PassContext:
         self._base_sorted: dict[str, list[float]] = {}
         # one object per distinct shape (its groups look shapes up by it)
         self._shapes: dict[tuple, tuple] = {}
-        # (project, cluster, GPU type) -> every shape of it filed since the context began,
-        # by GPUs (``Pass._wait_larger``; a shape that left stays: its entry is never read)
-        self.shapes_of: dict[tuple, list[tuple]] = {}
         # Under a baseline (priority, fifo) a job's place in the queue is fixed by the job
         # (its label, submit time, id): the whole queue is kept in that order as jobs come
         # and go (``flat_queue``), with each job's order key, shape and lien, and how many
@@ -231,13 +228,7 @@ class PassContext:
         item = (job.submit_s, job.id)
         base, key = job.gpus * st.protection(job), shape(job)
         if key is not None:
-            known = self._shapes.get(key)
-            if known is None:
-                known = self._shapes[key] = key
-                alike = self.shapes_of.setdefault(key[:3], [])
-                alike.append(key)
-                alike.sort(key=lambda k: k[3])
-            key = known
+            key = self._shapes.setdefault(key, key)
         self.by_id[job.id] = (job, key, base)
         g.insert(bisect_left(g.order, item), item, job, key, base)
         if self.policy.name in FLAT:

@@ -10,7 +10,6 @@ nothing can start any more (``_saturated``, ``_baseline_full``).
 from __future__ import annotations
 
 import math
-from operator import is_
 
 from scheduling.engine.model import PendingJob
 from scheduling.engine.placement import Pool
@@ -99,40 +98,6 @@ class QueueMemo:
         if left < group.top() * cost and left < max(group.bases[k:end]) * cost:
             return 0
         return -1 if self._saturated() else end - k
-
-    def _wait_larger(self, key: tuple, waits: dict) -> None:
-        """A job of shape ``key`` just waited (``_quiet`` or ``_hopeless``, without a move
-        of the epoch): so does every job of its project, cluster and GPU type that needs
-        more GPUs and could ever fit in exactly the same pools, one node or several alike.
-        Each condition those read only gets harder with more GPUs: nothing fits (on a free
-        node, a held one, or whole nodes), the search is futile (the budget is spent, or a
-        job of the project and no larger size found none), the reservations open to it are
-        the project's. So its shape settles now (``waits``), and the walk passes over the
-        runs of it that ``_skip`` would otherwise stop at. The shapes come from the context
-        (``PassContext.shapes_of``)."""
-        entry = waits[key]
-        pools, gpus = entry[1], key[3]
-        multi = [p.is_multi(gpus) for p in pools]
-        epoch, fitting = self.epoch, self._fitting
-        for other in self.context.shapes_of.get(key[:3], ()):
-            more = other[3]
-            if more <= gpus:
-                continue
-            hit = waits.get(other)
-            if hit is not None and hit[0] == epoch:
-                continue
-            shape = (key[1], key[2], more)
-            got = fitting.get(shape)
-            if got is None:
-                got = fitting[shape] = [
-                    p for p in self.st.pools_of(key[1], key[2]) if p.fits_ever(more)
-                ]
-            if (
-                len(got) == len(pools)
-                and all(map(is_, got, pools))
-                and all(p.is_multi(more) == m for p, m in zip(pools, multi, strict=True))
-            ):
-                waits[other] = entry
 
     def _block(self, pools: list[Pool]) -> None:
         for pool in pools:

@@ -242,11 +242,8 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
                 if self.waits_lien:  # its shape with its lien (GPUs x protection) only
                     if base is None:
                         base = job.gpus * protection(job)
-                    waits[(key, base)] = (epoch, self.waits_in, cheapest)
-                else:
-                    waits[key] = (epoch, self.waits_in, cheapest)
-                    if skips:  # and so do the larger jobs of its project (_wait_larger)
-                        self._wait_larger(key, waits)
+                    key = (key, base)
+                waits[key] = (epoch, self.waits_in, cheapest)
             if not funded:
                 deferred.append(job)
             elif job.id not in self.started and self.fairshare and self._saturated():

@@ -153,17 +153,14 @@ class PassState:
         return job
 
     def pools_for(self, job: PendingJob) -> list[Pool]:
-        return self.pools_of(job.cluster, job.gpu_type)
-
-    def pools_of(self, cluster: str | None, gpu_type: str | None) -> list[Pool]:
-        """The pools a job asking for ``cluster`` and ``gpu_type`` (None: any) may use."""
-        key = (cluster, gpu_type)
+        key = (job.cluster, job.gpu_type)
         hit = self._pool_cache.get(key)
         if hit is None:
             hit = [
                 p
                 for k, p in sorted(self.pools.items())
-                if (cluster is None or k[0] == cluster) and (gpu_type is None or k[1] == gpu_type)
+                if (job.cluster is None or k[0] == job.cluster)
+                and (job.gpu_type is None or k[1] == job.gpu_type)
             ]
             self._pool_cache[key] = hit
         return hit

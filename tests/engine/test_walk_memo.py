@@ -20,7 +20,6 @@ import pytest
 
 from scheduling.engine.bench import synthetic_snapshot
 from scheduling.engine.model import BudgetNode, Node, PendingJob, RunningJob, Snapshot
-from scheduling.engine.pass_context import PassContext
 from scheduling.engine.passes import Pass
 from scheduling.engine.sim import simulator
 from scheduling.engine.sim.scenario import load_scenario, load_trace
@@ -116,99 +115,3 @@ def test_a_job_of_the_same_shape_but_a_shorter_protection_may_still_backfill_a_h
     with_memo = walked(snap, details=True, memo=True)
     assert [s.job_id for s in with_memo[0]] == ["m2"]
     assert with_memo == walked(snap, details=True, memo=False)
-
-
-# ---- larger jobs of a project wait alike (Pass._wait_larger, with a context) ----------
-
-
-def walked_with_context(snapshot, context: PassContext, larger: bool = True) -> tuple:
-    """What a pass without details decides with ``context`` (the memo, the jumps of
-    ``_skip`` and, unless ``larger`` is off, the larger shapes settled by ``_wait_larger``),
-    with the jobs it sent down the slow path."""
-    p = Pass(snapshot, details=False, context=context)
-    slow, sent = p._try_funded, []
-
-    def counted(job):
-        sent.append(job.id)
-        return slow(job)
-
-    p._try_funded = counted
-    if not larger:
-        p._wait_larger = lambda key, waits: None
-    d = p.run()
-    pools = {id(pool): key for key, pool in p.st.pools.items()}
-    searches = sorted((pools[k], n) for k, n in p.searches.items())
-    waits = {j: why for j, why in p.funded_fail.items() if why != "Priority"}
-    return (d.starts, d.preemptions, d.reservations, d.defunded, searches, waits), sent
-
-
-def every_job_slow(snapshot) -> tuple:
-    """``walked_with_context``'s figures for a pass without details, without a context and
-    with every job on the slow path."""
-    p = Pass(snapshot, details=False)
-    slow = p._try_funded
-
-    def every_job_on_the_slow_path(job):
-        got = slow(job)
-        p.waits_in = None
-        return got
-
-    p._try_funded = every_job_on_the_slow_path
-    d = p.run()
-    pools = {id(pool): key for key, pool in p.st.pools.items()}
-    searches = sorted((pools[k], n) for k, n in p.searches.items())
-    waits = {j: why for j, why in p.funded_fail.items() if why != "Priority"}
-    return (d.starts, d.preemptions, d.reservations, d.defunded, searches, waits)
-
-
-def agree_with_context(snapshot, context: PassContext) -> tuple[int, int]:
-    """The walk with the context against every job on the slow path: the same decisions,
-    searches and waits other than the Priority waits ``_skip`` passes over. Returns how many
-    jobs took the slow path with and without ``_wait_larger``."""
-    fast, sent = walked_with_context(snapshot, context)
-    plain, sent_plain = walked_with_context(snapshot, context, larger=False)
-    assert fast == plain == every_job_slow(snapshot)
-    return len(sent), len(sent_plain)
-
-
-@pytest.mark.parametrize("seed", range(80))
-def test_random_snapshots_walk_the_same_when_larger_jobs_wait_alike(seed):
-    snap = random_snapshot(seed)
-    assert walked_with_context(snap, PassContext())[0] == every_job_slow(snap)
-
-
-@pytest.mark.parametrize("seed", [1, 5, 11])
-def test_saturated_bench_snapshots_walk_the_same_when_larger_jobs_wait_alike(seed):
-    snap = synthetic_snapshot(1500, 700, 96, seed=seed)
-    assert walked_with_context(snap, PassContext())[0] == every_job_slow(snap)
-
-
-@pytest.mark.skipif(not PHILLY.exists(), reason="the Philly trace is not on this machine")
-def test_every_pass_of_two_saturated_philly_days_walks_the_same_when_larger_jobs_wait_alike(
-    monkeypatch,
-):
-    """Every pass of the replay, with the context the simulator carries: the walk that
-    settles larger shapes at once decides what the slow path decides for every job, and
-    sends fewer jobs down the slow path than the walk without it. The context's shapes per
-    (project, cluster, GPU type) hold every shape of every group, by GPUs."""
-    original = simulator._run_pass
-    sent = [0, 0]
-
-    def both(snapshot, context=None):
-        got = original(snapshot, context)
-        with_larger, without = agree_with_context(snapshot, context)
-        sent[0] += with_larger
-        sent[1] += without
-        for group in context.groups.values():
-            for key in group.ids:
-                if key is not None:
-                    assert key in context.shapes_of[key[:3]]
-        for alike in context.shapes_of.values():
-            assert [k[3] for k in alike] == sorted(k[3] for k in alike)
-        return got
-
-    monkeypatch.setattr(simulator, "_run_pass", both)
-    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
-    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
-    simulator.simulate(sc, jobs, "fairshare", until_s=2 * 86400.0, record_events=False)
-    assert sent[0] < sent[1]
