@@ -26,10 +26,6 @@ def first_difference(a: str, b: str) -> tuple[str, str] | None:
     return None
 
 
-# (victim project, displacer project) -> first_difference: _live_memory's memo
-_SIDES: dict[tuple[str, str], tuple[str, str] | None] = {}
-_UNKNOWN = object()
-
 PRIORITY_LEVELS = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
 
 
@@ -100,18 +96,12 @@ class PassState:
         """Displacements still in force: (entry, victim side, displacer side), the two
         siblings at the first level where the victim's and the displacer's paths differ."""
         out = []
-        until, now, running = self.policy.displacement_memory_s, self.now, self.running
-        known = _SIDES  # (a plain dict: a pass reads some hundred entries, each a cache hit)
+        until = self.policy.displacement_memory_s
         for d in snap.displacements:
-            by = running.get(d.by_id)
-            if by is None or not by.funded or now >= d.at_s + until:
+            by = self.running.get(d.by_id)
+            if by is None or not by.funded or self.now >= d.at_s + until:
                 continue
-            pair = (d.victim_project, d.by_project)
-            sides = known.get(pair, _UNKNOWN)
-            if sides is _UNKNOWN:
-                if len(known) >= 4096:
-                    known.clear()
-                sides = known[pair] = first_difference(*pair)
+            sides = first_difference(d.victim_project, d.by_project)
             if sides is not None:
                 out.append((d, sides[0], sides[1]))
         return out
