@@ -47,11 +47,11 @@ class FundedSteps:
         if self.fairshare and self._quiet(job, pools):
             # the slow path would find no placement, search nowhere and wait for Priority
             self.waits_in = pools
-            if not st.fundable(job, pools):
+            if not any(st.can_fund(job, p) for p in pools):
                 return False
             self.funded_fail[job.id] = "Priority"
             return True
-        fundable = st.fundable(job, pools)
+        fundable = [p for p in pools if st.can_fund(job, p)]
         if not fundable:
             return False if self.fairshare else self._greedy(job, pools, funded=False)
         if not self.fairshare:

@@ -225,17 +225,6 @@ class PassState:
         left = self.left(job.project)
         return left > 0 and left >= job.gpus * self.protection(job) * self.cost(pool.gpu_type)
 
-    def fundable(self, job: PendingJob, pools: list[Pool]) -> list[Pool]:
-        """The pools of ``pools`` where ``can_fund`` holds, in their order (its balance and
-        lien read once for all of them)."""
-        if not job.project or job.project not in self.tree.nodes:
-            return []
-        left = self.left(job.project)
-        if not left > 0:
-            return []
-        base = job.gpus * self.protection(job)
-        return [p for p in pools if left >= base * self.cost(p.gpu_type)]
-
     def queue(self, jobs) -> list[PendingJob]:
         """``jobs`` in ``order_key`` order. For fair share: each key column is read once, in
         the jobs' own order (a pass touches 10^4 jobs, and reading them in a shuffled order
