@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right, insort
 from dataclasses import replace
-from itertools import islice
+from itertools import chain, islice
 
 FLOOR_KIND = 6  # simulator._FLOOR
 EPS = 1e-6  # GPU-seconds: a balance this close to zero is spent
@@ -36,6 +36,7 @@ class BudgetFloor:
         self.sim = sim
         self.token = 0
         self.runs = FundedRuns()  # kept by the simulator as funded runs start and stop
+        self.lead = ""  # the budget node whose crossing came first at the last watch
 
     def watch(self, t: float, after: bool = False, remaining: dict | None = None) -> None:
         """After a pass: schedule the first moment a balance runs out or falls below a
@@ -60,8 +61,13 @@ class BudgetFloor:
         if remaining is None:
             remaining = sim.remaining(t)
         targets = self._targets()
-        first = math.inf
-        for node, parts in runs.parts.items():
+        first, lead = math.inf, self.lead
+        items = runs.parts.items()
+        if lead in runs.parts:  # the node that crossed first last time, first: the bound
+            # below then passes over most others (the minimum is the same in any order)
+            items = chain(((lead, runs.parts[lead]),), ((n, p) for n, p in items if n != lead))
+        for node, parts in items:
+            was = first
             left = remaining.get(node, math.inf)
             target = 0.0
             if left > 0:  # the largest lien it still covers
@@ -69,17 +75,17 @@ class BudgetFloor:
                 k = bisect_right(values, left)
                 target = values[k - 1] if k else 0.0
             left -= target  # the first target the falling balance reaches
+            if first < math.inf and left > 0:
+                # It cannot fall faster than all its runs together: if even then it would
+                # get there well after ``first`` (margins far above any rounding of the walk
+                # below), its crossing changes nothing.
+                most = runs.most(node)
+                if most > 0 and left / most > (first - t) * (1 + 1e-9) + 1e-6:
+                    continue
             k, rate = runs.past(node, t)
             if rate > 0 and left <= 0:
                 first = min(first, t)  # spent already
                 continue
-            if first < math.inf and left > 0:
-                # It cannot fall faster than all its runs together: if even then it would
-                # not get there before ``first``, its crossing changes nothing (the margin
-                # covers the rounding of the walk below, which it does not repeat).
-                most = runs.most(node)
-                if most > 0 and t + left / most * (1 - 1e-9) >= first:
-                    continue
             at = t
             for start, r in islice(parts, k, None):
                 if at >= first:
@@ -92,6 +98,8 @@ class BudgetFloor:
             else:
                 if rate > 0:
                     first = min(first, at + left / rate)
+            if first < was:
+                self.lead = node
         return max(first, t)
 
     def reached(self, t: float, token: int) -> bool:
