@@ -186,73 +186,12 @@ def find_victims(
     gpus = job.gpus
     drained, held, size, free, names = pool.drained, pool.held, pool.size, pool.free, pool.names
     cache, version = _cache_of(st, pool), pool.version
-    if not pool.is_multi(gpus) and not reserved and not only_reserved:
-        return _one_node(st, pool, gpus, below)
     if not pool.is_multi(gpus):
-        best = None
-        best_cost = None
-        holders: dict[str, _Below] = {}
-        for i in range(len(names)):
-            f = free[i]
-            if i not in reserved:
-                if only_reserved or drained[i]:
-                    continue
-                if i in held:
-                    # Held for a better-ranked job that waits with no known start: the jobs
-                    # it waits for (which need not yield to it) may still be preempted by
-                    # those allowed to, on their own GPUs only. The free GPUs and the work
-                    # the holder could displace itself stay its own (they count as none
-                    # here), so the holder loses nothing it could count on.
-                    h = held[i]
-                    if h.start_s != INF or h.reservation:
-                        continue
-                    f = 0
-                    hit = cache[i]
-                    if hit is None or hit[0] != version[i]:
-                        hit = _yieldable(st, pool, i, cache)
-                    holder = holders.get(h.project)
-                    if holder is None:
-                        holder = holders[h.project] = below_of(st, h.project)
-                    blockers = [c for c in hit[1] if c[0] and not holder.allows(c[4])]
-                    total = sum(c[3] for c in blockers)
-                    if size[i] < gpus or total < gpus:
-                        continue
-                    found = _node_victims(0, blockers, gpus, below)
-                    if found is not None and (best_cost is None or found[0] < best_cost):
-                        best_cost = found[0]
-                        best = (((i, gpus),), found[1])
-                    continue
-            if size[i] < gpus:
-                continue
-            if f >= gpus:
-                continue  # find() would have placed it; a held or raced node is not ours
-            hit = cache[i]
-            if hit is None or hit[0] != version[i]:
-                hit = _yieldable(st, pool, i, cache)
-            _, yieldable, total, unfunded, projects, their_gpus = hit
-            if f + total < gpus:
-                continue
-            if best_cost is not None and (0 if f + unfunded >= gpus else 1, 1, gpus - f) >= (
-                best_cost
-            ):
-                continue
-            rule = rules.get(i, below) if rules else below
-            if (
-                rule is not None
-                and f + unfunded + sum(compress(their_gpus, map(rule.__getitem__, projects))) < gpus
-            ):
-                # even every funded candidate the rank test lets it take is not enough (the
-                # shield only takes more away): _node_victims would find none
-                continue
-            found = _node_victims(f, yieldable, gpus, rule)
-            if found is None:
-                continue
-            if best_cost is None or found[0] < best_cost:
-                best_cost = found[0]
-                best = (((i, gpus),), found[1])
-                if best_cost == (0, 1, 1):
-                    break  # one unfunded 1-GPU victim: nothing can be cheaper (names ascend)
-        return None if best is None else (best_cost, best[0], best[1])
+        if not reserved and not only_reserved:
+            return _one_node(st, pool, gpus, below)
+        return _one_node(
+            st, pool, gpus, below, _reserved_rows(st, pool, reserved, only_reserved), rules
+        )
     options = []
     for i in range(len(names)):
         if i not in reserved and (only_reserved or drained[i] or i in held):
@@ -330,11 +269,36 @@ def _rows(st: PassState, pool: Pool) -> list[tuple]:
     return rows
 
 
-def _one_node(st: PassState, pool: Pool, gpus: int, below: _Below | None):
-    """``find_victims`` for a job that fits on one node, with no approved reservation open
-    to it: the same visit of the nodes in name order, over ``_rows``."""
+def _reserved_rows(st: PassState, pool: Pool, reserved: dict[int, Held], only: bool) -> list:
+    """``_rows`` for a job with an approved reservation open to it: its reserved nodes
+    (``reserved``, held or not) are searched as unheld ones, with their free GPUs; with
+    ``only``, nothing else (the pool's other nodes are past their search budget)."""
+    if only:
+        rows = []
+    else:
+        rows = [row for row in _rows(st, pool) if row[0] not in reserved]
+    cache, version, free, size = _cache_of(st, pool), pool.version, pool.free, pool.size
+    for i in reserved:
+        got = cache[i]
+        if got is None or got[0] != version[i]:
+            got = _yieldable(st, pool, i, cache)
+        rows.append((i, False, size[i], free[i], got[1], got[2], got[3], got[4], got[5]))
+    rows.sort(key=lambda row: row[0])  # in name order, as every search visits them
+    return rows
+
+
+def _one_node(
+    st: PassState,
+    pool: Pool,
+    gpus: int,
+    below: _Below | None,
+    rows: list | None = None,
+    rules: dict[int, _Below] | None = None,
+):
+    """``find_victims`` for a job that fits on one node: the nodes in name order, over
+    ``_rows`` (or ``rows``, with the victim rule of each reserved node in ``rules``)."""
     best = best_cost = None
-    for row in _rows(st, pool):
+    for row in _rows(st, pool) if rows is None else rows:
         if row[1]:  # held with no known start: only its blockers' GPUs, if allowed
             if row[2] < gpus or row[4] < gpus:
                 continue
@@ -348,12 +312,13 @@ def _one_node(st: PassState, pool: Pool, gpus: int, below: _Below | None):
             continue  # (f >= gpus: find() would have placed it)
         if best_cost is not None and (0 if f + unfunded >= gpus else 1, 1, gpus - f) >= (best_cost):
             continue
+        rule = below if rules is None else rules.get(i, below)
         if (
-            below is not None
-            and f + unfunded + sum(compress(their_gpus, map(below.__getitem__, projects))) < gpus
+            rule is not None
+            and f + unfunded + sum(compress(their_gpus, map(rule.__getitem__, projects))) < gpus
         ):
             continue  # even every funded candidate the rank test allows is not enough
-        found = _node_victims(f, yieldable, gpus, below)
+        found = _node_victims(f, yieldable, gpus, rule)
         if found is None:
             continue
         if best_cost is None or found[0] < best_cost:

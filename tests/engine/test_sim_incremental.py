@@ -23,6 +23,7 @@ from scheduling.engine.pass_context import Group, _diff, shape
 from scheduling.engine.pass_repeat import RepeatMemo
 from scheduling.engine.sim import floor as floor_module
 from scheduling.engine.sim import simulator
+from scheduling.engine.sim import standing as standing_module
 from scheduling.engine.sim.scenario import load_scenario, load_trace
 from scheduling.engine.state import PassState
 
@@ -393,3 +394,56 @@ def test_a_baselines_queue_kept_in_the_context_equals_the_sorted_one_at_every_pa
         jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
         simulator.simulate(sc, jobs, policy, until_s=2 * 86400.0, record_events=False)
     assert len(checked) > 100 and max(checked) > 10
+
+
+def lines_recomputed(watch, t: float) -> dict:
+    """The standing lines as they were computed: every share and sibling total read anew."""
+    sim = watch.sim
+    usage: dict[str, float] = {}
+    rate: dict[str, float] = {}
+    own = sim._usage_now(t)
+    for p in sim.shares:
+        u = own[p]
+        r = sim.rate.get(p, 0.0)
+        for anc in watch.up[p]:
+            usage[anc] = usage.get(anc, 0.0) + u
+            rate[anc] = rate.get(anc, 0.0) + r
+    out = {}
+    for group in watch.groups:
+        total_share = sum(max(n.share, 0.0) for n in group)
+        total_usage = sum(usage.get(n.path, 0.0) for n in group)
+        total_rate = sum(rate.get(n.path, 0.0) for n in group)
+        for n in group:
+            s = max(n.share, 0.0)
+            g = s * total_usage - total_share * usage.get(n.path, 0.0)
+            slope = s * total_rate - total_share * rate.get(n.path, 0.0)
+            out[n.path] = (g, slope)
+    return out
+
+
+def replay_checking_the_standing_lines(monkeypatch, scenario, jobs, until) -> int:
+    kept = standing_module.Standings._lines
+    checked = []
+
+    def both(watch, t):
+        got = kept(watch, t)
+        assert got == lines_recomputed(watch, t), t
+        checked.append(t)
+        return got
+
+    monkeypatch.setattr(standing_module.Standings, "_lines", both)
+    simulator.simulate(scenario, jobs, "fairshare", until_s=until, record_events=False)
+    return len(checked)
+
+
+def test_the_standing_lines_of_the_example_replay_equal_recomputed_ones(monkeypatch):
+    sc = load_scenario(str(ROOT / "examples" / "small.yaml"))
+    jobs = load_trace(str(ROOT / "examples" / "small.csv"))
+    assert replay_checking_the_standing_lines(monkeypatch, sc, jobs, 3 * 86400.0) > 0
+
+
+@pytest.mark.skipif(not PHILLY.exists(), reason="the Philly trace is not on this machine")
+def test_the_standing_lines_of_two_saturated_philly_days_equal_recomputed_ones(monkeypatch):
+    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
+    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
+    assert replay_checking_the_standing_lines(monkeypatch, sc, jobs, 2 * 86400.0) > 0

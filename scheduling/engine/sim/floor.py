@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right, insort
 from dataclasses import replace
-from itertools import islice
+from itertools import chain, islice
 
 FLOOR_KIND = 6  # simulator._FLOOR
 EPS = 1e-6  # GPU-seconds: a balance this close to zero is spent
@@ -36,6 +36,7 @@ class BudgetFloor:
         self.sim = sim
         self.token = 0
         self.runs = FundedRuns()  # kept by the simulator as funded runs start and stop
+        self.lead = ""  # the budget node whose crossing came first at the last watch
 
     def watch(self, t: float, after: bool = False, remaining: dict | None = None) -> None:
         """After a pass: schedule the first moment a balance runs out or falls below a
@@ -60,8 +61,13 @@ class BudgetFloor:
         if remaining is None:
             remaining = sim.remaining(t)
         targets = self._targets()
-        first = math.inf
-        for node, parts in runs.parts.items():
+        first, lead = math.inf, self.lead
+        items = runs.parts.items()
+        if lead in runs.parts:  # the node that crossed first last time, first: the bound
+            # below then passes over most others (the minimum is the same in any order)
+            items = chain(((lead, runs.parts[lead]),), ((n, p) for n, p in items if n != lead))
+        for node, parts in items:
+            was = first
             left = remaining.get(node, math.inf)
             target = 0.0
             if left > 0:  # the largest lien it still covers
@@ -69,12 +75,21 @@ class BudgetFloor:
                 k = bisect_right(values, left)
                 target = values[k - 1] if k else 0.0
             left -= target  # the first target the falling balance reaches
+            if first < math.inf and left > 0:
+                # It cannot fall faster than all its runs together: if even then it would
+                # get there well after ``first`` (margins far above any rounding of the walk
+                # below), its crossing changes nothing.
+                most = runs.most(node)
+                if most > 0 and left / most > (first - t) * (1 + 1e-9) + 1e-6:
+                    continue
             k, rate = runs.past(node, t)
             if rate > 0 and left <= 0:
                 first = min(first, t)  # spent already
                 continue
             at = t
             for start, r in islice(parts, k, None):
+                if at >= first:
+                    break  # every crossing from here on is later than one found already
                 if rate > 0 and at + left / rate <= start:
                     first = min(first, at + left / rate)
                     break
@@ -83,6 +98,8 @@ class BudgetFloor:
             else:
                 if rate > 0:
                     first = min(first, at + left / rate)
+            if first < was:
+                self.lead = node
         return max(first, t)
 
     def reached(self, t: float, token: int) -> bool:
@@ -120,11 +137,13 @@ class FundedRuns:
     def __init__(self) -> None:
         self.parts: dict[str, list[tuple[float, float]]] = {}
         self._past: dict[str, tuple[int, float]] = {}  # node -> (runs past their end, rate)
+        self._most: dict[str, float] = {}  # node -> the rate of all its runs (``most``)
 
     def update(self, chain: tuple[str, ...], until_s: float, rate: float, sign: int) -> None:
         item = (until_s, rate)
         for node in chain:
             self._past.pop(node, None)
+            self._most.pop(node, None)
             if sign > 0:
                 insort(self.parts.setdefault(node, []), item)
             else:
@@ -143,6 +162,14 @@ class FundedRuns:
             for r in sorted(r for _, r in parts[:k]):
                 rate += r
             hit = self._past[node] = (k, rate)
+        return hit
+
+    def most(self, node: str) -> float:
+        """The rate at which the node's balance falls once every run's protection has
+        ended: the fastest it can fall (a bound only; the watch sums rates in its order)."""
+        hit = self._most.get(node)
+        if hit is None:
+            hit = self._most[node] = sum(r for _, r in self.parts[node])
         return hit
 
 

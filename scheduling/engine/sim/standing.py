@@ -46,29 +46,34 @@ class Standings:
         self.groups = [tree.top] + [n.children for n in tree.nodes.values() if n.children]
         self.groups = [g for g in self.groups if len(g) > 1]
         self.up = sim.up
+        # fixed for the replay: each budget node's chain, and per group of siblings each
+        # one's share (not below 0) and their total, summed in the order _lines always has
+        self._chains = [(p, self.up[p]) for p in sim.shares]
+        self._members = [
+            (tuple((n.path, max(n.share, 0.0)) for n in g), sum(max(n.share, 0.0) for n in g))
+            for g in self.groups
+        ]
 
     def _lines(self, t: float) -> dict[str, tuple[float, float]]:
         """Every node's (g_i(t), dg_i/dt)."""
         sim = self.sim
         usage: dict[str, float] = {}
         rate: dict[str, float] = {}
-        own = sim._usage_now(t)
-        for p in sim.shares:
+        own, rate_of = sim._usage_now(t), sim.rate
+        for p, chain in self._chains:
             u = own[p]
-            r = sim.rate.get(p, 0.0)
-            for anc in self.up[p]:
+            r = rate_of.get(p, 0.0)
+            for anc in chain:
                 usage[anc] = usage.get(anc, 0.0) + u
                 rate[anc] = rate.get(anc, 0.0) + r
         out = {}
-        for group in self.groups:
-            total_share = sum(max(n.share, 0.0) for n in group)
-            total_usage = sum(usage.get(n.path, 0.0) for n in group)
-            total_rate = sum(rate.get(n.path, 0.0) for n in group)
-            for n in group:
-                s = max(n.share, 0.0)
-                g = s * total_usage - total_share * usage.get(n.path, 0.0)
-                slope = s * total_rate - total_share * rate.get(n.path, 0.0)
-                out[n.path] = (g, slope)
+        for members, total_share in self._members:
+            total_usage = sum(usage.get(path, 0.0) for path, _ in members)
+            total_rate = sum(rate.get(path, 0.0) for path, _ in members)
+            for path, s in members:
+                g = s * total_usage - total_share * usage.get(path, 0.0)
+                slope = s * total_rate - total_share * rate.get(path, 0.0)
+                out[path] = (g, slope)
         return out
 
     def watch(self, t: float) -> None:
