@@ -31,6 +31,18 @@ ROOT = Path(__file__).resolve().parents[2]
 PHILLY = Path("/work/shared/traces/philly-vc.csv")
 
 
+def example_replay() -> tuple:
+    """The example lab: drains, an interactive pool, unfunded work, two clusters (3 days)."""
+    scenario = load_scenario(str(ROOT / "examples" / "small.yaml"))
+    return scenario, load_trace(str(ROOT / "examples" / "small.csv")), 3 * 86400.0
+
+
+def philly_days() -> tuple:
+    """Two saturated days of the Philly slice from day 40."""
+    scenario = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
+    return scenario, load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0), 2 * 86400.0
+
+
 def first_crossing_recomputed(watch, t: float, remaining: dict | None) -> float:
     """The floor watch as it was: every funded running job, every call."""
     sim = watch.sim
@@ -80,19 +92,6 @@ def replay_checking_the_floor(monkeypatch, scenario, jobs, until) -> int:
     monkeypatch.setattr(floor_module.BudgetFloor, "_first_crossing", both)
     simulator.simulate(scenario, jobs, "fairshare", until_s=until, record_events=False)
     return sum(1 for t in checked if t < math.inf)
-
-
-def test_the_floor_watch_of_the_example_replay_equals_the_recomputed_one(monkeypatch):
-    sc = load_scenario(str(ROOT / "examples" / "small.yaml"))
-    jobs = load_trace(str(ROOT / "examples" / "small.csv"))
-    assert replay_checking_the_floor(monkeypatch, sc, jobs, 3 * 86400.0) > 0
-
-
-@pytest.mark.skipif(not PHILLY.exists(), reason="the Philly trace is not on this machine")
-def test_the_floor_watch_of_two_saturated_philly_days_equals_the_recomputed_one(monkeypatch):
-    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
-    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
-    assert replay_checking_the_floor(monkeypatch, sc, jobs, 2 * 86400.0) > 0
 
 
 @pytest.mark.parametrize("seed", range(200))
@@ -165,8 +164,7 @@ def test_the_snapshots_shared_tuples_are_the_simulators_jobs_at_every_pass(monke
         return snap
 
     monkeypatch.setattr(simulator.Simulator, "_snapshot", checking)
-    sc = load_scenario(str(ROOT / "examples" / "small.yaml"))
-    jobs = load_trace(str(ROOT / "examples" / "small.csv"))
+    sc, jobs, _ = example_replay()
     simulator.simulate(sc, jobs, "fairshare", until_s=3 * 86400.0, record_events=False)
     assert len(checked) > 10
 
@@ -201,8 +199,7 @@ def test_the_contexts_groups_equal_those_rebuilt_from_its_index_at_every_pass(mo
         return got
 
     monkeypatch.setattr(simulator, "_run_pass", checking)
-    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
-    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
+    sc, jobs, _ = philly_days()
     simulator.simulate(sc, jobs, "fairshare", until_s=2 * 86400.0, record_events=False)
     assert len(checked) > 100 and max(checked) >= 5
 
@@ -257,21 +254,6 @@ def replay_checking_the_balances(monkeypatch, scenario, jobs, until) -> int:
     return len(checked)
 
 
-def test_the_balances_of_the_example_replay_equal_those_recounted_from_every_running_job(
-    monkeypatch,
-):
-    sc = load_scenario(str(ROOT / "examples" / "small.yaml"))
-    jobs = load_trace(str(ROOT / "examples" / "small.csv"))
-    assert replay_checking_the_balances(monkeypatch, sc, jobs, 3 * 86400.0) > 10
-
-
-@pytest.mark.skipif(not PHILLY.exists(), reason="the Philly trace is not on this machine")
-def test_the_balances_of_two_saturated_philly_days_equal_those_recounted(monkeypatch):
-    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
-    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
-    assert replay_checking_the_balances(monkeypatch, sc, jobs, 2 * 86400.0) > 100
-
-
 def replay_checking_the_victim_rows(monkeypatch, scenario, jobs, until) -> int:
     """Every time a victim search reads the rows kept for its pool (``preempt._rows``,
     kept while ``Pool.stamp`` is unchanged), they equal rows built afresh from the pool."""
@@ -295,19 +277,6 @@ def replay_checking_the_victim_rows(monkeypatch, scenario, jobs, until) -> int:
     simulator.simulate(scenario, jobs, "fairshare", until_s=until, record_events=False)
     assert any(checked)
     return len(checked)
-
-
-def test_the_victim_rows_of_the_example_replay_equal_fresh_ones(monkeypatch):
-    sc = load_scenario(str(ROOT / "examples" / "small.yaml"))
-    jobs = load_trace(str(ROOT / "examples" / "small.csv"))
-    assert replay_checking_the_victim_rows(monkeypatch, sc, jobs, 3 * 86400.0) > 0
-
-
-@pytest.mark.skipif(not PHILLY.exists(), reason="the Philly trace is not on this machine")
-def test_the_victim_rows_of_two_saturated_philly_days_equal_fresh_ones(monkeypatch):
-    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
-    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
-    assert replay_checking_the_victim_rows(monkeypatch, sc, jobs, 2 * 86400.0) > 100
 
 
 def clock_quiet_recomputed(memo, snap, t0: float, t1: float) -> list | None:
@@ -351,8 +320,7 @@ def test_the_repeat_memos_kept_protection_ends_and_scaled_liens_equal_recomputed
 
     monkeypatch.setattr(RepeatMemo, "_clock_quiet", clock)
     monkeypatch.setattr(RepeatMemo, "_signature", signature)
-    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
-    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
+    sc, jobs, _ = philly_days()
     simulator.simulate(sc, jobs, "fairshare", until_s=2 * 86400.0, record_events=False)
     assert len(checked) > 100 and any(checked)
 
@@ -386,8 +354,7 @@ def test_a_baselines_queue_kept_in_the_context_equals_the_sorted_one_at_every_pa
         return got
 
     monkeypatch.setattr(simulator, "_run_pass", checking)
-    sc = load_scenario(str(ROOT / "examples" / "small.yaml"))
-    jobs = load_trace(str(ROOT / "examples" / "small.csv"))
+    sc, jobs, _ = example_replay()
     simulator.simulate(sc, jobs, policy, until_s=3 * 86400.0, record_events=False)
     if PHILLY.exists():
         sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
@@ -436,14 +403,23 @@ def replay_checking_the_standing_lines(monkeypatch, scenario, jobs, until) -> in
     return len(checked)
 
 
-def test_the_standing_lines_of_the_example_replay_equal_recomputed_ones(monkeypatch):
-    sc = load_scenario(str(ROOT / "examples" / "small.yaml"))
-    jobs = load_trace(str(ROOT / "examples" / "small.csv"))
-    assert replay_checking_the_standing_lines(monkeypatch, sc, jobs, 3 * 86400.0) > 0
+# Each kept state, the replay that checks it, and how many reads each replay must check at least.
+KEPT = {
+    "floor watch": (replay_checking_the_floor, 0, 0),
+    "balances": (replay_checking_the_balances, 10, 100),
+    "victim rows": (replay_checking_the_victim_rows, 0, 100),
+    "standing lines": (replay_checking_the_standing_lines, 0, 0),
+}
+
+
+@pytest.mark.parametrize("kept", KEPT)
+def test_each_kept_state_equals_its_recount_over_the_example_replay(monkeypatch, kept):
+    check, least, _ = KEPT[kept]
+    assert check(monkeypatch, *example_replay()) > least
 
 
 @pytest.mark.skipif(not PHILLY.exists(), reason="the Philly trace is not on this machine")
-def test_the_standing_lines_of_two_saturated_philly_days_equal_recomputed_ones(monkeypatch):
-    sc = load_scenario(str(ROOT / "examples" / "philly-bench.yaml"))
-    jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
-    assert replay_checking_the_standing_lines(monkeypatch, sc, jobs, 2 * 86400.0) > 0
+@pytest.mark.parametrize("kept", KEPT)
+def test_each_kept_state_equals_its_recount_over_two_saturated_philly_days(monkeypatch, kept):
+    check, _, least = KEPT[kept]
+    assert check(monkeypatch, *philly_days()) > least
