@@ -6,7 +6,7 @@ objects for a job) and then walks them through generators, ``get_attribute`` and
 (the answer) and most of a job list's. ``PlannedRepresentation`` walks a plan made once per
 class instead: per field, the attribute path read with ``operator.attrgetter`` and the
 field's own ``to_representation`` for its value, or the serializer's ``get_<name>`` method.
-The output is DRF's (``tests/portal/test_representation.py`` compares them).
+The output is DRF's (``tests/scheduling/test_job_representation.py`` compares them).
 
 The plan accepts only fields whose ``to_representation`` reads nothing but the value (plain
 scalars, dates, choices, JSON); a relation or nested serializer raises ``TypeError`` when the
