@@ -86,6 +86,19 @@ def start_on_backend(job_id: int, attempt_key: str) -> bool:
         return _start_on_backend(job_id, attempt_key)
 
 
+def settled_dispatch(job_id: int) -> Job:
+    """The job once no dispatch of its attempt is in flight. The stop of a preempted attempt
+    asks the backend whether it knows the attempt, and a dispatch sent before the preemption
+    may be submitting it at that moment: waiting for the dispatch lock lets that dispatch land
+    first (its submit done, ``dispatched`` recorded), and a dispatch that takes the lock after
+    this finds the attempt stopped and sends nothing. So the backend's answer and the row's
+    ``dispatched`` agree: an attempt the backend does not know and that was never dispatched
+    never ran."""
+    with transaction.atomic():
+        _lock_dispatch(job_id)
+        return Job.objects.select_related("cluster").get(pk=job_id)
+
+
 def _lock_dispatch(job_id: int) -> None:
     """A transaction-level advisory lock on PostgreSQL: released at commit or rollback, and when
     a killed worker's connection drops; two jobs sharing a key only wait for each other. (The
@@ -160,7 +173,7 @@ def stop_on_backend(job_id: int, attempt_key: str, cancel: bool = False) -> None
     """Stop a preempted or cancelled attempt, then requeue a preempted job. A refusal is
     recorded on the job and the job is not requeued (it may still run there): the next sync
     tries the stop again."""
-    job = Job.objects.select_related("cluster").get(pk=job_id)
+    job = settled_dispatch(job_id)
     backend = backend_for(job.cluster)
     # Asked first: the attempt may have ended on its own before Allot stopped it (during an
     # outage, or while Slurm still showed it COMPLETING); it is then charged to its real end.

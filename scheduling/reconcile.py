@@ -43,6 +43,7 @@ from scheduling.dispatch import (
     note_error,
     requeue_preempted,
     settle_stopped_attempt,
+    settled_dispatch,
     start_on_backend,
 )
 from scheduling.models import Cluster, Job
@@ -237,9 +238,11 @@ def reconcile_cluster(
         remote = by_key.get(job.attempt_key)
         with _this_job_only(job.pk, "reconcile"):
             if job.state == Job.State.PREEMPTED:
-                if remote is None:  # a dispatch may have landed after the snapshot: ask again
-                    if asked_again is None:
-                        asked_again = {r.attempt_key: r for r in backend.sync()}
+                if remote is None:
+                    # A dispatch may have landed after the snapshot, or be landing now: let
+                    # it land (settled_dispatch), then ask again.
+                    settled_dispatch(job.pk)
+                    asked_again = {r.attempt_key: r for r in backend.sync()}
                     remote = asked_again.get(job.attempt_key)
                 if remote is not None and remote.state == RemoteState.RUNNING:
                     backend.preempt(job.pk, remote.external_id)

@@ -97,15 +97,19 @@ def settle_forgotten_attempt(job: Job) -> int:
     sync (never before its start), and Allot counts its charges and its progress no further.
     What was charged beyond that moment is given back (``settle_late_end``: reversal rows and
     a ``charges_settled`` event), the attempt ends there, and a resumable job keeps the
-    progress up to it only. On a cluster never synced nothing confirmed the attempt running:
-    its charges stay to the stop, provisional as any there, and it keeps no progress.
+    progress up to it only. On a cluster never synced, or for an attempt never dispatched (a
+    pass preempted it before its dispatch was sent: the backend never had it), nothing
+    confirmed the attempt running: its charges stay to the stop (the GPUs were held for it
+    from the pass's decision, as for any run), and it keeps no progress.
     Nothing changes when the stop came no later than the last sync. The caller holds the job
     row, has checked that it is still preempted at this attempt, and requeues it in the same
     transaction (so this runs once per attempt). Returns the cost-GPU-seconds given back."""
     stopped, started = job.ended_at, job.started_at
     if stopped is None or started is None:
         return 0
-    seen = job.cluster.last_sync_at
+    # Never dispatched: the backend never had it (settled_dispatch), and nothing ever
+    # confirmed it running, as on a cluster never synced.
+    seen = job.cluster.last_sync_at if job.dispatched else None
     if seen is not None and seen >= stopped:
         return 0
     last_seen = started if seen is None else min(max(seen, started), stopped)

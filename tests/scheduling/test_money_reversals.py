@@ -372,6 +372,54 @@ def test_a_job_preempted_that_a_cluster_never_synced_forgot_keeps_no_progress(
     assert not job.events.filter(kind="charges_settled").exists()
 
 
+@pytest.mark.parametrize("by", ["reconcile", "the stop task"])
+def test_a_job_preempted_before_its_dispatch_was_sent_keeps_its_charges_to_the_stop(
+    researcher, cluster_admin, cluster, frozen, run_pass, django_capture_on_commit_callbacks, by
+):
+    """A pass starts the job, its dispatch task is held up (its worker died), and a later pass
+    preempts it before the dispatch is sent: the backend never had the attempt. It did not
+    forget it, so nothing is settled to the last sync (which came before this start: the
+    whole run was given back, found by the fault suite): the GPUs were held for it from the
+    pass's decision to the stop and it is charged for them, as any run; a resumable job keeps
+    no progress, none having been made. The dispatch that arrives late sends nothing."""
+    assert sync_cluster(cluster.pk) is not None  # the last sync: before the start
+    job = submit_job(
+        researcher,
+        JobRequest(
+            name="t", project="nlp/olmo", cluster="jupiter", gpus=2,
+            min_runtime_s=600, sim_duration_s=1800, resumable=True,
+        ),
+    )  # fmt: skip
+    frozen.shift(10 * S)
+    with django_capture_on_commit_callbacks(execute=False) as held:
+        passes.run_pass(cluster.pk)  # its dispatch is held back
+    job.refresh_from_db()
+    assert job.state == Job.State.RUNNING and not job.dispatched
+    started, key = job.started_at, job.attempt_key
+    frozen.shift(700 * S)
+    node = cluster.nodes.get(name=job.nodes[0][0])
+    set_node_drain(cluster_admin, node.pk, True, "repair")
+    if by == "reconcile":
+        passes.run_pass(cluster.pk)  # its stop task is held back too
+        for late_dispatch in held:
+            late_dispatch()
+        assert sync_cluster(cluster.pk).stopped == [job.pk]
+    else:
+        run_pass(cluster)  # preempts it; its stop task runs after commit
+        for late_dispatch in held:
+            late_dispatch()
+    job.refresh_from_db()
+    assert (job.state, job.attempt, job.dispatched) == (Job.State.PENDING, 1, False)
+    assert dispatch.backend_for(cluster).sync() == []  # never launched
+    assert sum(e.gpu_seconds for e in _ledger(job)) == 2 * 700
+    assert sum(e.cost_gpu_seconds for e in _ledger(job)) == 2 * 700
+    assert all(e.reverses_id is None for e in _ledger(job))
+    assert started + 700 * S == job.last_charged_at
+    assert job.run_seconds_done == 0
+    assert not job.events.filter(kind="charges_settled").exists()
+    assert key == job.attempt_key
+
+
 def test_a_job_cancelled_while_still_completing_is_charged_to_its_real_end(
     researcher, cluster, frozen, run_pass, completing
 ):
