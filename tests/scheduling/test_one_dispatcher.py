@@ -1,7 +1,8 @@
 """The pass's dispatch task and reconcile's redispatch of one start may run at once. They must
 not call the backend's submit at the same time: on Slurm both would sbatch before either saw
 the other's job, and a caller that died before cancelling its copy left the attempt running
-twice (seen in the fault suite). The second waits and then finds the first's launch."""
+twice (seen in the fault suite). The second waits and then finds the first's launch. A stop
+of the attempt waits for a dispatch in flight in the same way, so it sees what it launched."""
 
 import threading
 import time
@@ -64,3 +65,53 @@ def test_two_dispatchers_of_one_start_reach_the_backend_one_after_the_other(
     assert backend.most == 1
     job.refresh_from_db()
     assert job.dispatched and job.external_id == "slow-1"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stop_waits_for_the_dispatch_in_flight_and_stops_what_it_launched(
+    researcher, tmp_path, monkeypatch
+):
+    """The dispatch task has read the job (running) and is about to submit when its owner
+    cancels it. The stop task asks the backend whether it has the attempt: asked before the
+    submit lands, the backend has nothing, the stop sent nothing, and the attempt then ran on
+    the backend for a cancelled job (and a preempted one was settled as forgotten). The stop
+    waits for the dispatch lock, so it sees the launch and stops it."""
+    from scheduling import enqueue
+    from scheduling.services import cancel_job
+
+    cluster = make_cluster(tmp_path)
+    request = JobRequest(name="t", project="nlp/olmo", cluster="jupiter", gpus=1, min_runtime_s=60)
+    job = submit_job(researcher, request)
+    monkeypatch.setattr(enqueue, "on_commit", lambda task_name, *args: None)  # run by hand here
+    passes.run_pass(cluster.pk)
+    job.refresh_from_db()
+    key = job.attempt_key
+    about_to_submit, go_on = threading.Event(), threading.Event()
+
+    def paused(name):
+        if name == "dispatch.before_submit":
+            about_to_submit.set()
+            assert go_on.wait(30)
+
+    monkeypatch.setattr(dispatch, "fault_point", paused)
+
+    def run(call, *args, **kwargs):
+        try:
+            call(*args, **kwargs)
+        finally:
+            connection.close()
+
+    sending = threading.Thread(target=run, args=(dispatch.start_on_backend, job.pk, key))
+    sending.start()
+    assert about_to_submit.wait(30)
+    cancel_job(researcher, job.pk)
+    stopping = threading.Thread(
+        target=run, args=(dispatch.stop_on_backend, job.pk, key), kwargs={"cancel": True}
+    )
+    stopping.start()
+    time.sleep(0.5)  # the stop asks now, unless it waits for the dispatch
+    go_on.set()
+    sending.join(timeout=30)
+    stopping.join(timeout=30)
+    [remote] = dispatch.backend_for(cluster).sync()
+    assert (remote.attempt_key, remote.state) == (key, RemoteState.CANCELLED)
