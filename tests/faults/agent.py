@@ -250,6 +250,8 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
         claimed = set()
         for index, run in enumerate(runs):
             end = run["end"]
+            if end is not None and run["charged_to"] is not None:
+                end = run["charged_to"]  # settled to its real end, before Allot's stop
             if end is None:  # the open run: charged up to last_charged_at
                 if job.state != Job.State.RUNNING or index != len(runs) - 1:
                     v.append(f"job {job.pk}: run {index + 1} never ended but job is {job.state}")

@@ -78,12 +78,19 @@ def remote_records(cluster: Cluster) -> tuple[list[dict], list[str]]:
 
 
 def runs_of(events: list[JobEvent]) -> list[dict]:
-    """A job's runs from its timeline: start (the 'running' event) to the event that ended it."""
+    """A job's runs from its timeline (in time order): start (the 'running' event) to the event
+    that ended it; and ``charged_to``, where its charges end: that event, or — when Allot
+    stopped an attempt whose work had already ended on the backend, or that the backend no
+    longer knew — the real end or last sighting that its charges were settled to (the
+    'charges_settled' event, timed at that moment, so between the two)."""
     runs, current = [], None
     for event in events:
         if event.kind == "running":
-            current = {"start": event.at, "end": None, "funded": "(funded by" in event.message}
+            current = {"start": event.at, "end": None, "charged_to": None,
+                       "funded": "(funded by" in event.message}  # fmt: skip
             runs.append(current)
+        elif event.kind == "charges_settled" and current is not None:
+            current["charged_to"] = event.at
         elif event.kind in END_KINDS and current is not None:
             current["end"] = event.at
             current = None

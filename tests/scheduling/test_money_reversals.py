@@ -260,6 +260,21 @@ def _charged_to_the_real_end(job):
     assert event.at == T0 + 1800 * S and "already ended" in event.message
 
 
+def _fault_checker_problems(job):
+    """What the fault suite's ledger check (tests/faults) finds wrong with this job's runs: it
+    must take a run settled to its real end as ending there, not at Allot's stop (it did not,
+    and failed on a job whose work ended a second before its owner cancelled it)."""
+    from tests.faults.attempts import runs_of
+    from tests.faults.ledger_check import check_run, net_charges
+
+    factor = GpuType.objects.get(name=job.cluster.gpu_type).cost_factor
+    charges, problems = net_charges(_ledger(job), factor)
+    for run in runs_of(list(job.events.order_by("at", "pk"))):
+        end = run["charged_to"] or run["end"]
+        problems += check_run(charges, [run["start"]], end, job.gpus, run["funded"])[3]
+    return problems
+
+
 @pytest.mark.parametrize("by", ["reconcile", "the stop task"])
 def test_a_job_cancelled_after_its_work_ended_in_an_outage_is_charged_to_its_real_end(
     researcher, cluster, frozen, run_pass, by
@@ -276,6 +291,8 @@ def test_a_job_cancelled_after_its_work_ended_in_an_outage_is_charged_to_its_rea
         dispatch.stop_on_backend(job.pk, job.attempt_key, cancel=True)
     _charged_to_the_real_end(job)
     assert job.state == Job.State.CANCELLED and job.ended_at == T0 + 1800 * S
+
+    assert _fault_checker_problems(job) == []
 
     rows = len(_ledger(job))
     assert sync_cluster(cluster.pk).settled == []  # once only, whoever learns it again
@@ -304,6 +321,7 @@ def test_a_job_preempted_after_its_work_ended_in_an_outage_is_charged_to_its_rea
     # its work was done: it ends completed there, and is not requeued to run again
     assert (job.state, job.ended_at, job.exit_code) == (Job.State.COMPLETED, T0 + 1800 * S, 0)
     assert job.run_seconds_done == 1800  # its progress counts to the real end, not the stop
+    assert _fault_checker_problems(job) == []
     passes.run_pass(cluster.pk)
     job.refresh_from_db()
     assert job.state == Job.State.COMPLETED and job.attempt == 1
@@ -346,6 +364,7 @@ def test_a_job_preempted_in_an_outage_that_the_backend_forgot_is_settled_to_its_
     [event] = job.events.filter(kind="charges_settled")
     assert event.at == T0 + 300 * S and "no longer knows" in event.message
     assert dispatch.launch_spec(job).sim_duration_s == 1500  # the restart runs what is left
+    assert _fault_checker_problems(job) == []
 
     rows = len(_ledger(job))
     sync_cluster(cluster.pk)
@@ -418,6 +437,7 @@ def test_a_job_preempted_before_its_dispatch_was_sent_keeps_its_charges_to_the_s
     assert job.run_seconds_done == 0
     assert not job.events.filter(kind="charges_settled").exists()
     assert key == job.attempt_key
+    assert _fault_checker_problems(job) == []
 
 
 def test_a_job_cancelled_while_still_completing_is_charged_to_its_real_end(
