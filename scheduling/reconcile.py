@@ -227,11 +227,18 @@ def reconcile_cluster(
     backend = backend or backend_for(cluster)  # one client for the whole reconcile
     by_key = {r.attempt_key: r for r in remote_jobs}
     now = timezone.now()
-    live = Job.objects.filter(
-        cluster=cluster, state__in=[Job.State.RUNNING, Job.State.PREEMPTED]
-    ).select_related("owner", "project")
+    live = list(
+        Job.objects.filter(
+            cluster=cluster, state__in=[Job.State.RUNNING, Job.State.PREEMPTED]
+        ).select_related("owner", "project")
+    )
     live_keys = set()
     asked_again: dict[str, RemoteJob] | None = None
+    # Preempted attempts the snapshot does not show: a dispatch may have landed after it, or
+    # be landing now. Each such dispatch is let land (settled_dispatch), then the backend is
+    # asked once more for all of them.
+    unseen = [j.pk for j in live if j.state == Job.State.PREEMPTED and j.attempt_key not in by_key]
+    asked_after_dispatch: dict[str, RemoteJob] | None = None
     for job in live:
         fault_point("reconcile.job")  # with ALLOT_FAULT_CHANCE < 1: part-way through
         live_keys.add(job.attempt_key)
@@ -239,11 +246,11 @@ def reconcile_cluster(
         with _this_job_only(job.pk, "reconcile"):
             if job.state == Job.State.PREEMPTED:
                 if remote is None:
-                    # A dispatch may have landed after the snapshot, or be landing now: let
-                    # it land (settled_dispatch), then ask again.
-                    settled_dispatch(job.pk)
-                    asked_again = {r.attempt_key: r for r in backend.sync()}
-                    remote = asked_again.get(job.attempt_key)
+                    if asked_after_dispatch is None:
+                        for pk in unseen:
+                            settled_dispatch(pk)
+                        asked_after_dispatch = {r.attempt_key: r for r in backend.sync()}
+                    remote = asked_after_dispatch.get(job.attempt_key)
                 if remote is not None and remote.state == RemoteState.RUNNING:
                     backend.preempt(job.pk, remote.external_id)
                 elif remote is not None and settle_stopped_attempt(job.pk, remote):

@@ -4,10 +4,12 @@ the other's job, and a caller that died before cancelling its copy left the atte
 twice (seen in the fault suite). The second waits and then finds the first's launch. A stop
 of the attempt waits for a dispatch in flight in the same way, so it sees what it launched."""
 
+import datetime as dt
 import threading
 import time
 
 import pytest
+import time_machine
 from django.db import connection
 
 from scheduling import dispatch, passes
@@ -68,50 +70,62 @@ def test_two_dispatchers_of_one_start_reach_the_backend_one_after_the_other(
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("by", ["the stop task", "reconcile"])
 def test_a_stop_waits_for_the_dispatch_in_flight_and_stops_what_it_launched(
-    researcher, tmp_path, monkeypatch
+    researcher, cluster_admin, tmp_path, monkeypatch, by
 ):
-    """The dispatch task has read the job (running) and is about to submit when its owner
-    cancels it. The stop task asks the backend whether it has the attempt: asked before the
-    submit lands, the backend has nothing, the stop sent nothing, and the attempt then ran on
-    the backend for a cancelled job (and a preempted one was settled as forgotten). The stop
-    waits for the dispatch lock, so it sees the launch and stops it."""
+    """The dispatch task has read the job (running) and is about to submit when a pass
+    preempts the job (its node drained). The stop task, or reconcile, asks the backend
+    whether it has the attempt: asked before the submit lands, the backend had nothing, so
+    nothing was stopped there, the attempt ran on for a job Allot had requeued, and it was
+    settled as forgotten. Both now wait for the dispatch lock, so they see the launch and
+    stop it, and the run is charged to the preemption, not settled."""
     from scheduling import enqueue
-    from scheduling.services import cancel_job
+    from scheduling.reconcile import sync_cluster
+    from scheduling.services import set_node_drain
 
     cluster = make_cluster(tmp_path)
     request = JobRequest(name="t", project="nlp/olmo", cluster="jupiter", gpus=1, min_runtime_s=60)
     job = submit_job(researcher, request)
     monkeypatch.setattr(enqueue, "on_commit", lambda task_name, *args: None)  # run by hand here
-    passes.run_pass(cluster.pk)
-    job.refresh_from_db()
-    key = job.attempt_key
-    about_to_submit, go_on = threading.Event(), threading.Event()
+    with time_machine.travel(dt.datetime.now(dt.UTC), tick=True) as clock:
+        passes.run_pass(cluster.pk)
+        job.refresh_from_db()
+        key = job.attempt_key
+        about_to_submit, go_on = threading.Event(), threading.Event()
 
-    def paused(name):
-        if name == "dispatch.before_submit":
-            about_to_submit.set()
-            assert go_on.wait(30)
+        def paused(name):
+            if name == "dispatch.before_submit":
+                about_to_submit.set()
+                assert go_on.wait(30)
 
-    monkeypatch.setattr(dispatch, "fault_point", paused)
+        monkeypatch.setattr(dispatch, "fault_point", paused)
 
-    def run(call, *args, **kwargs):
-        try:
-            call(*args, **kwargs)
-        finally:
-            connection.close()
+        def run(call, *args, **kwargs):
+            try:
+                call(*args, **kwargs)
+            finally:
+                connection.close()
 
-    sending = threading.Thread(target=run, args=(dispatch.start_on_backend, job.pk, key))
-    sending.start()
-    assert about_to_submit.wait(30)
-    cancel_job(researcher, job.pk)
-    stopping = threading.Thread(
-        target=run, args=(dispatch.stop_on_backend, job.pk, key), kwargs={"cancel": True}
-    )
-    stopping.start()
-    time.sleep(0.5)  # the stop asks now, unless it waits for the dispatch
-    go_on.set()
-    sending.join(timeout=30)
-    stopping.join(timeout=30)
+        sending = threading.Thread(target=run, args=(dispatch.start_on_backend, job.pk, key))
+        sending.start()
+        assert about_to_submit.wait(30)
+        clock.shift(600)  # past its protection
+        set_node_drain(cluster_admin, cluster.nodes.get(name=job.nodes[0][0]).pk, True, "repair")
+        passes.run_pass(cluster.pk)
+        job.refresh_from_db()
+        assert job.state == Job.State.PREEMPTED
+        if by == "reconcile":
+            stopping = threading.Thread(target=run, args=(sync_cluster, cluster.pk))
+        else:
+            stopping = threading.Thread(target=run, args=(dispatch.stop_on_backend, job.pk, key))
+        stopping.start()
+        time.sleep(0.5)  # it asks the backend now, unless it waits for the dispatch
+        go_on.set()
+        sending.join(timeout=30)
+        stopping.join(timeout=30)
     [remote] = dispatch.backend_for(cluster).sync()
-    assert (remote.attempt_key, remote.state) == (key, RemoteState.CANCELLED)
+    assert (remote.attempt_key, remote.state) == (key, RemoteState.PREEMPTED)
+    job.refresh_from_db()
+    assert job.state == Job.State.PENDING
+    assert not job.events.filter(kind="charges_settled").exists()
