@@ -215,6 +215,7 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
         facts = shape.get(key)
         if facts is None:
             facts = shape[key] = _shape_facts(st, job, by_pool, counters)
+        code: str | None
         if behind:
             code = "Unfunded"
         elif job.held:
