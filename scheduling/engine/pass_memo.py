@@ -1,6 +1,6 @@
 """The fast paths of a pass on a saturated queue, and the memo they read.
 
-Mixed into ``scheduling.engine.passes.Pass``; the methods read and write its state (``st``,
+The root base of ``scheduling.engine.passes.Pass``; the methods read and write its state (``st``,
 ``epoch``, ``searches``, ``failed_search``, ``failed_alike``, ``blocked_pools``, ...). A job
 whose fate these settle takes no placement attempt and no victim search: most of a saturated
 queue waits this way (``_hopeless``, ``_quiet``, ``_waits``), and the pass stops early once

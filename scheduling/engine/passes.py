@@ -25,8 +25,9 @@ The ``priority`` and ``fifo`` baselines use the same placement but their own ord
 preemption or reservations: the greedy queue a lab runs without Allot.
 
 ``Pass`` keeps the pass state, steps 1 to 3 and the loops of ``run``; its other methods come
-from mixins: ``pass_funded`` (step 6), ``pass_place`` (steps 5 and 7, starts, preemptions)
-and ``pass_memo`` (the fast paths of a saturated queue and their memo).
+from its bases, one chain: ``pass_funded`` (step 6), ``pass_place`` (steps 5 and 7, starts,
+preemptions) and ``pass_memo`` (the fast paths of a saturated queue and their memo, and the
+pass state's declared types).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Accounting of a replay: usage charged from the running jobs' rates, budget balances with
-their liens, and the snapshot handed to the engine. Mixed into ``simulator.Simulator``."""
+their liens, and the snapshot handed to the engine. The root base of ``simulator.Simulator``."""
 
 from __future__ import annotations
 

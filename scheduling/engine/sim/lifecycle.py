@@ -1,5 +1,5 @@
 """A job's life in a replay: it enters the queue, starts, is preempted (and requeued, having
-lost what the scenario's preemption cost says), finishes. Mixed into
+lost what the scenario's preemption cost says), finishes. A base of
 ``simulator.Simulator``, which applies each pass's decisions through these methods.
 """
 

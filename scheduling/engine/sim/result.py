@@ -1,5 +1,5 @@
 """What a replay returns (``SimResult``), the per-job state it keeps, and the reporting
-steps of the replay that fill the result in (mixed into ``simulator.Simulator``)."""
+steps of the replay that fill the result in (a base of ``simulator.Simulator``)."""
 
 from __future__ import annotations
 
