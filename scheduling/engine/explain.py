@@ -22,7 +22,7 @@ def _preemptible_by(st: PassState, job, drained: str | None, cache: dict) -> str
     hit = cache.get(key)
     if hit is not None:
         return hit
-    above = []
+    above: list = []
     tree = st.tree
     for anc in ancestors(job.project):
         node = tree.nodes.get(anc)

@@ -24,7 +24,7 @@ from bisect import bisect_left
 from itertools import compress, count
 from operator import is_, is_not
 
-from scheduling.engine.model import PendingJob
+from scheduling.engine.model import PendingJob, Policy
 from scheduling.engine.pass_repeat import RepeatMemo
 from scheduling.engine.tree import UNRANKED
 
@@ -111,7 +111,7 @@ class Group:
 
 class PassContext:
     def __init__(self) -> None:
-        self.policy = None
+        self.policy: Policy | None = None
         # the last snapshot's pending, as given: the index is of these (they stay alive)
         self.last: tuple[PendingJob, ...] = ()
         self.groups: dict[tuple[str, str], Group] = {}
@@ -187,7 +187,7 @@ class PassContext:
                 bases += g.bases
                 segments.append((start, len(jobs), g))
             else:  # groups tied on rank and usage: one order by (submit, id) across them
-                merged = []
+                merged: list[tuple] = []
                 for head in heads[i:j]:
                     g = self.groups[head[2:]]
                     merged += zip(g.order, g.jobs, g.keys, g.bases, strict=True)

@@ -1,6 +1,6 @@
 """Funded jobs of a pass: place, else preempt, else hold the nodes that free up soonest.
 
-Mixed into ``scheduling.engine.passes.Pass`` (step 6 of its docstring); the fast paths it
+The base of ``scheduling.engine.passes.Pass`` (step 6 of its docstring); the fast paths it
 tries first live in ``pass_memo``, placing and starting in ``pass_place``.
 """
 
@@ -9,13 +9,18 @@ from __future__ import annotations
 from scheduling.engine.hold_search import earliest_nodes
 from scheduling.engine.model import HeldReservation, PendingJob
 from scheduling.engine.pass_memo import MAX_VICTIM_SEARCHES_PER_POOL
+from scheduling.engine.pass_place import PlaceSteps
 from scheduling.engine.placement import Held, Pool
 from scheduling.engine.preempt import find_victims, open_reserved
 
 
-class FundedSteps:
+class FundedSteps(PlaceSteps):
     def _try_funded(self, job: PendingJob) -> bool:
-        """Place a funded job or record why it waits. False: it is unfunded (try later)."""
+        """Place a funded job or record why it waits. False: it is unfunded (try later).
+        ``waits_in`` (and ``waits_lien``): the pools it waits for in a way its shape shares
+        (``run`` remembers it), else None. Reset here, not by the caller: a type checker
+        (and mypyc) would otherwise take the caller's None for the value read after."""
+        self.waits_in, self.waits_lien = None, False
         st = self.st
         if job.kind == "interactive" and st.policy.interactive_pool_gpus:
             pools = [p for p in st.pools_for(job) if self._lane_room(job, p)]
@@ -25,9 +30,11 @@ class FundedSteps:
             pools = [p for p in pools if p.fits_ever(job.gpus)]
         else:  # which pools could ever hold it is fixed for the pass: once per shape
             key = (job.cluster, job.gpu_type, job.gpus)
-            pools = self._fitting.get(key)
-            if pools is None:
-                pools = self._fitting[key] = [p for p in st.pools_for(job) if p.fits_ever(job.gpus)]
+            fitting = self._fitting.get(key)
+            if fitting is None:
+                fitting = [p for p in st.pools_for(job) if p.fits_ever(job.gpus)]
+                self._fitting[key] = fitting
+            pools = fitting
         if not pools:  # it can never fit: it must not block the jobs behind it
             self.funded_fail[job.id] = "ExceedsCapacity"
             return True
@@ -80,8 +87,8 @@ class FundedSteps:
                 self.epoch += 1  # from now on no search in this pool: every job's fate moves
             if found is None:
                 if not reserved:
-                    key = (id(pool), job.project)
-                    self.failed_search[key] = min(self.failed_search.get(key, job.gpus), job.gpus)
+                    fkey = (id(pool), job.project)
+                    self.failed_search[fkey] = min(self.failed_search.get(fkey, job.gpus), job.gpus)
             elif best is None or found[0] < best[0]:
                 on = {pool.names[i] for i, _ in found[1] if i in reserved}
                 why = (

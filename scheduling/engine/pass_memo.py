@@ -1,6 +1,6 @@
 """The fast paths of a pass on a saturated queue, and the memo they read.
 
-Mixed into ``scheduling.engine.passes.Pass``; the methods read and write its state (``st``,
+The root base of ``scheduling.engine.passes.Pass``; the methods read and write its state (``st``,
 ``epoch``, ``searches``, ``failed_search``, ``failed_alike``, ``blocked_pools``, ...). A job
 whose fate these settle takes no placement attempt and no victim search: most of a saturated
 queue waits this way (``_hopeless``, ``_quiet``, ``_waits``), and the pass stops early once
@@ -10,16 +10,59 @@ nothing can start any more (``_saturated``, ``_baseline_full``).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from scheduling.engine.model import PendingJob
+from scheduling.engine.model import (
+    Defund,
+    HeldReservation,
+    PendingJob,
+    Preempt,
+    Start,
+)
 from scheduling.engine.placement import Pool
 from scheduling.engine.preempt import open_reserved, reserved_preemptible
+
+if TYPE_CHECKING:
+    from scheduling.engine.pass_context import PassContext
+    from scheduling.engine.state import PassState
 
 INF = math.inf
 MAX_VICTIM_SEARCHES_PER_POOL = 16  # bounds a pass on a saturated cluster (cf. bf_max_job_test)
 
 
 class QueueMemo:
+    # The pass state, set by ``Pass.__init__`` and read by every step. Declared here, at the
+    # root of the chain ``Pass`` -> ``FundedSteps`` -> ``PlaceSteps`` -> ``QueueMemo``, so
+    # that a type checker (and mypyc, for the optional compiled engine) knows them;
+    # annotations only, no class attributes.
+    details: bool
+    context: PassContext | None
+    st: PassState
+    fairshare: bool
+    starts: list[Start]
+    preempts: list[Preempt]
+    defunds: list[Defund]
+    holds: list[HeldReservation]
+    started: set[str]
+    funded_fail: dict[str, str]
+    holder_of: dict[str, tuple]  # job id -> (pool, start, blockers)
+    blocked_pools: set[int]
+    searches: dict[int, int]
+    failed_search: dict[tuple[int, str], int]
+    epoch: int
+    waits_in: list[Pool] | None
+    waits_lien: bool
+    _saturated_at: tuple[int, bool]
+    _full_at: tuple[int, bool]
+    _min_gpus: int | None
+    failed_alike: dict[tuple, int]
+    _alike_epoch: int
+    _funded_projects: list[str]
+    _alike_of: dict[str, tuple]
+    _funded_key: tuple[str, ...]
+    _alike_moved: tuple[int, int] | None
+    _fitting: dict[tuple, list[Pool]]
+
     def _baseline_full(self, queue: list[PendingJob]) -> bool:
         """A baseline places jobs on free, unheld GPUs only and never preempts: once no pool
         has one, no job that needs a GPU can start, and nothing else happens to it (its
@@ -27,9 +70,10 @@ class QueueMemo:
         epoch, full = self._full_at
         if epoch != self.epoch:
             full = all(p.max_free() == 0 for p in self.st.pools.values())
-            if full and self._min_gpus is None:
-                self._min_gpus = min((j.gpus for j in queue), default=1)
-            full = full and self._min_gpus >= 1
+            least = self._min_gpus
+            if full and least is None:
+                least = self._min_gpus = min((j.gpus for j in queue), default=1)
+            full = full and least is not None and least >= 1
             self._full_at = (self.epoch, full)
         return full
 

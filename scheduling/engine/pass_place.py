@@ -1,20 +1,20 @@
 """Placing and starting jobs in a pass: the interactive lane, unfunded backfill, starts
 and preemptions.
 
-Mixed into ``scheduling.engine.passes.Pass`` (steps 5 and 7 of its docstring, and the
-``_start``/``_preempt`` every step ends in). The preemption messages are matched by
-``scheduling.reports.CAUSES``.
+A base of ``scheduling.engine.passes.Pass``, through ``FundedSteps`` (steps 5 and 7 of its
+docstring, and the ``_start``/``_preempt`` every step ends in). The preemption messages are
+matched by ``scheduling.reports.CAUSES``.
 """
 
 from __future__ import annotations
 
 from scheduling.engine.model import Displacement, PendingJob, Preempt, RunningJob, Start
-from scheduling.engine.pass_memo import INF
+from scheduling.engine.pass_memo import INF, QueueMemo
 from scheduling.engine.placement import Held, Pool
 from scheduling.engine.preempt import find_victims
 
 
-class PlaceSteps:
+class PlaceSteps(QueueMemo):
     def _interactive_ok(self, job: PendingJob) -> bool:
         st = self.st
         return st.interactive_by_user.get(job.user, 0) < st.policy.interactive_per_user

@@ -61,6 +61,13 @@ class RepeatMemo:
         "ends",
         "scaled",
     )
+    # (declared for a type checker and mypyc; set by ``remember``)
+    now: float
+    tree: FairTree | None
+    signature: tuple | None
+    decisions: Decisions
+    budget_hit: bool
+    bases: dict[str, list[float]] | None
 
     def __init__(self) -> None:
         self.snap: Snapshot | None = None
@@ -190,7 +197,7 @@ class RepeatMemo:
         remaining = {b.path: b.remaining_gpu_s for b in snap.budgets if b.path}
         spent = tuple(v <= 0 for v in remaining.values())
         costs = sorted({snap.gpu_cost.get(n.gpu_type, 1.0) for n in snap.nodes})
-        funds = []
+        funds: list = []  # bools and ints
         for project, bases in self.bases.items():
             if project not in remaining:
                 left = 0.0

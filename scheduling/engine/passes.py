@@ -25,8 +25,9 @@ The ``priority`` and ``fifo`` baselines use the same placement but their own ord
 preemption or reservations: the greedy queue a lab runs without Allot.
 
 ``Pass`` keeps the pass state, steps 1 to 3 and the loops of ``run``; its other methods come
-from mixins: ``pass_funded`` (step 6), ``pass_place`` (steps 5 and 7, starts, preemptions)
-and ``pass_memo`` (the fast paths of a saturated queue and their memo).
+from its bases, one chain: ``pass_funded`` (step 6), ``pass_place`` (steps 5 and 7, starts,
+preemptions) and ``pass_memo`` (the fast paths of a saturated queue and their memo, and the
+pass state's declared types).
 """
 
 from __future__ import annotations
@@ -39,16 +40,12 @@ from scheduling.engine.model import (
     Decisions,
     Defund,
     Displacement,
-    HeldReservation,
     PendingJob,
-    Preempt,
     Snapshot,
-    Start,
 )
 from scheduling.engine.pass_context import FLAT, PassContext, shape
 from scheduling.engine.pass_funded import FundedSteps
-from scheduling.engine.pass_memo import INF, MAX_VICTIM_SEARCHES_PER_POOL, QueueMemo
-from scheduling.engine.pass_place import PlaceSteps
+from scheduling.engine.pass_memo import INF, MAX_VICTIM_SEARCHES_PER_POOL
 from scheduling.engine.placement import Held, Pool
 from scheduling.engine.report import pending_infos
 from scheduling.engine.state import PassState
@@ -56,21 +53,21 @@ from scheduling.engine.state import PassState
 __all__ = ["INF", "MAX_VICTIM_SEARCHES_PER_POOL", "Pass", "run_pass"]
 
 
-class Pass(FundedSteps, PlaceSteps, QueueMemo):
+class Pass(FundedSteps):
     def __init__(self, snap: Snapshot, details: bool = True, context: PassContext | None = None):
         self.details = details
         self.context = context  # optional: the queue kept in order between passes
         self.st = PassState(snap, context.repeats.tree_of(snap) if context else None)
         self.fairshare = snap.policy.name == "fairshare"
-        self.starts: list[Start] = []
-        self.preempts: list[Preempt] = []
-        self.defunds: list[Defund] = []
-        self.holds: list[HeldReservation] = []
-        self.started: set[str] = set()
-        self.funded_fail: dict[str, str] = {}  # job id -> why it waits (code)
-        self.holder_of: dict[str, tuple[Pool, float]] = {}
-        self.blocked_pools: set[int] = set()  # pools where a better-ranked job waits
-        self.searches: dict[int, int] = {}
+        self.starts = []
+        self.preempts = []
+        self.defunds = []
+        self.holds = []
+        self.started = set()
+        self.funded_fail = {}  # job id -> why it waits (code)
+        self.holder_of = {}
+        self.blocked_pools = set()  # pools where a better-ranked job waits
+        self.searches = {}
         # Smallest job that found no victims, per (pool, project). A job's victim set is
         # fixed by its project (which projects rank strictly below it, with the hysteresis
         # and the displacement memory) and its size; within a pass, free + yieldable GPUs
@@ -78,28 +75,29 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
         # job of the same project that is no smaller cannot find victims either. Rank order
         # says nothing across projects: under the hierarchy a worse-ranked job may preempt
         # where a better-ranked one may not (P/b/d inside P/b, where P/a cannot).
-        self.failed_search: dict[tuple[int, str], int] = {}
+        self.failed_search = {}
         # Bumped whenever the pools or the search counts change: ``_saturated`` reads only
         # those, so its answer is reused until the next change.
         self.epoch = 0
-        self.waits_in: list[Pool] | None = None  # set by _try_funded: see run()
+        self.waits_in = None  # set by _try_funded: see run()
         self.waits_lien = False  # set by _try_funded: the wait holds for its lien only
-        self._saturated_at: tuple[int, bool] = (-1, False)
-        self._full_at: tuple[int, bool] = (-1, False)
-        self._min_gpus: int | None = None
-        self.failed_alike: dict[tuple, int] = {}  # see _alike
+        self._saturated_at = (-1, False)
+        self._full_at = (-1, False)
+        self._min_gpus = None
+        self.failed_alike = {}  # see _alike
         self._alike_epoch = -1
-        self._funded_projects: list[str] = []
-        self._alike_of: dict[str, tuple] = {}
-        self._funded_key: tuple[str, ...] = ()
-        self._alike_moved: tuple[int, int] | None = None
-        self._fitting: dict[tuple, list[Pool]] = {}  # (cluster, GPU type, GPUs) -> pools
+        self._funded_projects = []
+        self._alike_of = {}
+        self._funded_key = ()
+        self._alike_moved = None
+        self._fitting = {}  # (cluster, GPU type, GPUs) -> pools
 
     # ---- steps ---------------------------------------------------------------------------
 
     def budget_floor(self) -> None:
         st = self.st
-        now, out_of = st.now, {}  # out_of per project: the balances do not move here
+        now = st.now
+        out_of: dict[str, str] = {}  # per project: the balances do not move here
         due = [j.id for j in st.running.values() if j.funded and now >= j.protected_until_s]
         for jid in sorted(due):
             job = st.running[jid]
@@ -232,8 +230,7 @@ class Pass(FundedSteps, PlaceSteps, QueueMemo):
                         break
                     continue
             epoch = self.epoch
-            self.waits_in, self.waits_lien = None, False
-            funded = self._try_funded(job)
+            funded = self._try_funded(job)  # (sets waits_in and waits_lien)
             probe = skips and group is not None and not group.lane
             if key is not None and self.waits_in is not None and self.epoch == epoch:
                 cheapest = 0.0  # a baseline, or a project that can fund nothing: _waits

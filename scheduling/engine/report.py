@@ -22,6 +22,7 @@ import heapq
 import math
 from heapq import heappop, heappush
 from itertools import chain
+from typing import Any
 
 from scheduling.engine.explain import drain_times, explanations
 from scheduling.engine.model import PendingInfo, PendingJob
@@ -156,7 +157,7 @@ def _shape_facts(st: PassState, job: PendingJob, by_pool: dict, counters: dict) 
     pools = st.pools_for(job)
     fit = _fit_code(job, pools)
     pool = next((p for p in pools if p.fits_ever(job.gpus)), None)
-    fluid = None
+    fluid: _Fluid | None = None
     if pool is not None:
         fluid = by_pool.get(id(pool))
         if fluid is None:
@@ -187,13 +188,23 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
     no_estimate = ("Held", "ExceedsCapacity", "Drain")
     priority_message = MESSAGES["Priority"]
     setattr_, new = object.__setattr__, _new
-    fluid = f_t = f_avail = f_times = f_at = f_who = f_since = f_in = None
+    # the fluid of the last job's pool and its fields (read once per pool)
+    fluid: Any = None
+    f_t: Any = None
+    f_avail: Any = None
+    f_times: Any = None
+    f_at: Any = None
+    f_who: Any = None
+    f_since: Any = None
+    f_in: Any = None
     below = st.tree.strictly_below
     if st.policy.name != "fairshare" or not st.policy.preemption:
         below = _never  # nothing is preempted for a waiting job: it counts on no one
     # (fluid, project, behind) -> [since, checked, bad, bad as a tuple, project, fluid, behind]
     unknown_of: dict = {}
-    memo = last_unknown = last_message = None
+    memo: Any = None
+    last_unknown: Any = None
+    last_message: Any = None
     behind = False  # walking the unfunded jobs set aside
     for job in chain(waiting, (None,), last):
         if job is None:
@@ -204,6 +215,7 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
         facts = shape.get(key)
         if facts is None:
             facts = shape[key] = _shape_facts(st, job, by_pool, counters)
+        code: str | None
         if behind:
             code = "Unfunded"
         elif job.held:
@@ -230,7 +242,7 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
         position = counter[0] = counter[0] + 1
         held = holder_of.get(job.id) if holder_of else None
         estimate = None
-        unknown = ()
+        unknown: tuple = ()
         if facts[2] is not None and code not in no_estimate:  # one step of the fluid model
             if facts[2] is not fluid:
                 if fluid is not None:
@@ -317,7 +329,7 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
                     )
             message = last_message
         elif unknown and not (held is not None and code == "Resources"):
-            mkey = (code, job.project, job.gpus, unknown, held is not None)
+            mkey: tuple = (code, job.project, job.gpus, unknown, held is not None)
             message = messages.get(mkey)
             if message is None:
                 base = priority_message if code == "Priority" else _message(code, job, pass_)
@@ -335,9 +347,10 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
                 job.user if code == "InteractiveLimit" else "",
                 held is not None,
             )
-            message = messages.get(mkey)
-            if message is None:
-                message = messages[mkey] = _message(code, job, pass_)
+            got = messages.get(mkey)
+            if got is None:
+                got = messages[mkey] = _message(code, job, pass_)
+            message = got
         info = new(PendingInfo)  # see fast_new: the hot path inlines it
         setattr_(
             info,

@@ -1,17 +1,81 @@
 """Accounting of a replay: usage charged from the running jobs' rates, budget balances with
-their liens, and the snapshot handed to the engine. Mixed into ``simulator.Simulator``."""
+their liens, and the snapshot handed to the engine. The root base of ``simulator.Simulator``."""
 
 from __future__ import annotations
 
 import heapq
 from collections import defaultdict
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
-from scheduling.engine.model import BudgetNode, RunningJob, Snapshot
-from scheduling.engine.sim.scenario import TraceJob
+from scheduling.engine.model import BudgetNode, Node, PendingJob, Policy, RunningJob, Snapshot
+from scheduling.engine.sim.scenario import Scenario, TraceJob
+from scheduling.engine.tree import FairTree
+
+if TYPE_CHECKING:
+    from scheduling.engine.sim.result import JobState, SimResult
 
 
 class Accounting:
+    # The replay's state, set by ``Simulator.__init__`` and read by every step. Declared
+    # here, at the root of the chain ``Simulator`` -> ``JobLifecycle`` -> ``ResultReport``
+    # -> ``Accounting``, for a type checker (and mypyc); annotations only.
+    sc: Scenario
+    jobs: dict[str, JobState]
+    policy: Policy
+    until: float | None
+    interval: float
+    sample_every: float
+    record: bool
+    progress: Any
+    cost: Any
+    grants: dict[str, float]
+    up: dict[str, tuple[str, ...]]
+    shares: dict[str, float]
+    leaves: set[str]
+    tree: FairTree
+    nodes: dict[str, Node]
+    node_cost: dict[str, float]
+    total_gpus: int
+    usage: Any
+    user_usage: Any
+    pending: dict[str, PendingJob]
+    running: dict[str, RunningJob]
+    _pending_tuple: tuple | None
+    _usage_of: tuple | None
+    _running_tuple: tuple | None
+    rate: dict[str, float]
+    liens: dict[str, tuple]
+    lien_ends: list[tuple[float, str]]
+    user_rate: dict[tuple[str, str], float]
+    unfunded_rate: dict[str, float]
+    busy: int
+    spent: dict[str, float]
+    period: int
+    charged_to: float
+    heap: list
+    seq: int
+    drain_req: dict[str, float]
+    _nodes_of: tuple | None
+    drained_at: dict[str, float | None]
+    res: SimResult
+    last_pass: float
+    displacements: tuple
+    wakes: set[float]
+    arrivals: int
+    last_holds: frozenset
+    standing: Any
+    floor: Any
+    lien_targets: Any
+    context: Any
+    cluster_of: dict[str, str]
+    cluster_cost: dict[str, float]
+    cluster_gpus: dict[str, int]
+    busy_on: dict[str, int]
+    node_busy: dict[str, int]
+    waiters: Any
+    frag_now: dict[str, set[str]]
+
     def _charge(self, t: float) -> None:
         t0 = self.charged_to
         if t <= t0:

@@ -26,6 +26,10 @@ import math
 from bisect import bisect_right, insort
 from dataclasses import replace
 from itertools import chain, islice
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 FLOOR_KIND = 6  # simulator._FLOOR
 EPS = 1e-6  # GPU-seconds: a balance this close to zero is spent
@@ -62,7 +66,7 @@ class BudgetFloor:
             remaining = sim.remaining(t)
         targets = self._targets()
         first, lead = math.inf, self.lead
-        items = runs.parts.items()
+        items: Iterable[tuple[str, list[tuple[float, float]]]] = runs.parts.items()
         if lead in runs.parts:  # the node that crossed first last time, first: the bound
             # below then passes over most others (the minimum is the same in any order)
             items = chain(((lead, runs.parts[lead]),), ((n, p) for n, p in items if n != lead))

@@ -1,13 +1,15 @@
 """A job's life in a replay: it enters the queue, starts, is preempted (and requeued, having
-lost what the scenario's preemption cost says), finishes. Mixed into
+lost what the scenario's preemption cost says), finishes. A base of
 ``simulator.Simulator``, which applies each pass's decisions through these methods.
 """
 
 from __future__ import annotations
 
+import heapq
+
 from scheduling.engine.model import PendingJob, RunningJob
 from scheduling.engine.sim.costs import split_attempt
-from scheduling.engine.sim.result import JobState, size_class
+from scheduling.engine.sim.result import JobState, ResultReport, size_class
 
 # Order of events at one instant: finishes and preemptions free GPUs before starts use them;
 # a job that starts and finishes at the same instant (no work left) finishes after its start.
@@ -17,7 +19,19 @@ _FINISH_AFTER_START = 4
 _WAKE, _SUBMIT, _FINISH, _DRAIN, _SAMPLE, _STANDING = 3, 2, 0, 1, 4, 5
 
 
-class JobLifecycle:
+class JobLifecycle(ResultReport):
+    # ---- event plumbing ----------------------------------------------------------------
+
+    def _push(self, t: float, kind: int, payload=None) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, kind, self.seq, payload))
+
+    def _event(self, t: float, job_id: str, event: str, nodes="", funded="", order=None):
+        if self.record:
+            self.seq += 1
+            rank = EVENT_ORDER[event] if order is None else order
+            self.res.events.append((t, rank, self.seq, job_id, event, nodes, funded))
+
     def _enqueue(self, state: JobState) -> None:
         s = state.spec
         self.waiters.add(s.id, s.project, s.cluster, s.gpus * self._protection(s))

@@ -1,11 +1,12 @@
 """What a replay returns (``SimResult``), the per-job state it keeps, and the reporting
-steps of the replay that fill the result in (mixed into ``simulator.Simulator``)."""
+steps of the replay that fill the result in (a base of ``simulator.Simulator``)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from scheduling.engine.sim.accounting import Accounting
 from scheduling.engine.sim.scenario import Scenario, TraceJob
 from scheduling.engine.tree import FairTree
 
@@ -49,7 +50,7 @@ def size_class(gpus: int) -> str:
     return "1" if gpus == 1 else "2-4" if gpus <= 4 else "5-8" if gpus <= 8 else ">8"
 
 
-class ResultReport:
+class ResultReport(Accounting):
     def _sample(self, t: float) -> None:
         self._charge(t)
         total = sum(self.res.allocated.values()) or 1.0

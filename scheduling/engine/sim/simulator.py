@@ -36,14 +36,11 @@ from scheduling.engine.model import (
     BudgetNode,
     Decisions,
     Node,
-    PendingJob,
     Policy,
-    RunningJob,
     Snapshot,
 )
 from scheduling.engine.pass_context import PassContext
 from scheduling.engine.passes import MAX_VICTIM_SEARCHES_PER_POOL, Pass
-from scheduling.engine.sim.accounting import Accounting
 from scheduling.engine.sim.costs import FundableWaiters
 from scheduling.engine.sim.floor import FLOOR_KIND as _FLOOR
 from scheduling.engine.sim.floor import BudgetFloor, LienTargets
@@ -55,20 +52,19 @@ from scheduling.engine.sim.lifecycle import (
     _STANDING,
     _SUBMIT,
     _WAKE,
-    EVENT_ORDER,
     FINISH,
     SUBMIT,
     JobLifecycle,
     _names,
 )
-from scheduling.engine.sim.result import JobState, ResultReport, SimResult
+from scheduling.engine.sim.result import JobState, SimResult
 from scheduling.engine.sim.scenario import Scenario, TraceJob
 from scheduling.engine.sim.standing import Standings
 from scheduling.engine.tree import FairTree
 from scheduling.engine.usage import DecayedUsage, HardWindowUsage
 
 
-class Simulator(JobLifecycle, Accounting, ResultReport):
+class Simulator(JobLifecycle):
     def __init__(
         self,
         scenario: Scenario,
@@ -114,26 +110,26 @@ class Simulator(JobLifecycle, Accounting, ResultReport):
         else:
             self.usage = HardWindowUsage(scenario.window_s)
             self.user_usage = HardWindowUsage(scenario.window_s)
-        self.pending: dict[str, PendingJob] = {}
-        self.running: dict[str, RunningJob] = {}
-        self._pending_tuple: tuple | None = None  # Accounting._pending_now
-        self._usage_of: tuple | None = None  # Accounting._usage_now
-        self._running_tuple: tuple | None = None  # Accounting._running_now
-        self.rate: dict[str, float] = defaultdict(float)  # project -> funded cost-normalised GPUs
+        self.pending = {}
+        self.running = {}
+        self._pending_tuple = None  # Accounting._pending_now
+        self._usage_of = None  # Accounting._usage_now
+        self._running_tuple = None  # Accounting._running_now
+        self.rate = defaultdict(float)  # project -> funded cost-normalised GPUs
         # funded run -> (protection end, GPUs, cost, budget chain), in running order (_rates)
-        self.liens: dict[str, tuple] = {}
-        self.lien_ends: list[tuple[float, str]] = []  # heap of (protection end, run) in liens
-        self.user_rate: dict[tuple[str, str], float] = defaultdict(float)
-        self.unfunded_rate: dict[str, float] = defaultdict(float)
+        self.liens = {}
+        self.lien_ends = []  # heap of (protection end, run) in liens
+        self.user_rate = defaultdict(float)
+        self.unfunded_rate = defaultdict(float)
         self.busy = 0
-        self.spent: dict[str, float] = defaultdict(float)  # this period
+        self.spent = defaultdict(float)  # this period
         self.period = 0
         self.charged_to = 0.0
-        self.heap: list = []
+        self.heap = []
         self.seq = 0
-        self.drain_req: dict[str, float] = {}
-        self._nodes_of: tuple | None = None  # (drains requested, nodes): Accounting._nodes
-        self.drained_at: dict[str, float | None] = {}
+        self.drain_req = {}
+        self._nodes_of = None  # (drains requested, nodes): Accounting._nodes
+        self.drained_at = {}
         self.res = SimResult(
             policy,
             0.0,
@@ -155,10 +151,10 @@ class Simulator(JobLifecycle, Accounting, ResultReport):
         self.res.fragmentation = defaultdict(float)
         self.last_pass = -float("inf")
         # who displaced whom, carried from pass to pass as the live loop keeps it on timelines
-        self.displacements: tuple = ()
-        self.wakes: set[float] = set()  # pass-interval wake-ups already queued
+        self.displacements = ()
+        self.wakes = set()  # pass-interval wake-ups already queued
         self.arrivals = 0  # submits and drain requests still to come
-        self.last_holds: frozenset = frozenset()
+        self.last_holds = frozenset()
         self.standing = Standings(self)
         self.floor = BudgetFloor(self)
         self.lien_targets = LienTargets(self)
@@ -168,22 +164,10 @@ class Simulator(JobLifecycle, Accounting, ResultReport):
             c.name: scenario.gpu_types.get(c.gpu_type, 1.0) for c in scenario.clusters
         }
         self.cluster_gpus = {c.name: c.nodes * c.gpus_per_node for c in scenario.clusters}
-        self.busy_on: dict[str, int] = defaultdict(int)  # cluster -> GPUs in use
-        self.node_busy: dict[str, int] = defaultdict(int)
+        self.busy_on = defaultdict(int)  # cluster -> GPUs in use
+        self.node_busy = defaultdict(int)
         self.waiters = FundableWaiters()
-        self.frag_now: dict[str, set[str]] = {}  # cluster -> projects whose work waits there
-
-    # ---- event plumbing ----------------------------------------------------------------
-
-    def _push(self, t: float, kind: int, payload=None) -> None:
-        self.seq += 1
-        heapq.heappush(self.heap, (t, kind, self.seq, payload))
-
-    def _event(self, t: float, job_id: str, event: str, nodes="", funded="", order=None):
-        if self.record:
-            self.seq += 1
-            rank = EVENT_ORDER[event] if order is None else order
-            self.res.events.append((t, rank, self.seq, job_id, event, nodes, funded))
+        self.frag_now = {}  # cluster -> projects whose work waits there
 
     # ---- the loop ----------------------------------------------------------------------
 
@@ -240,8 +224,8 @@ class Simulator(JobLifecycle, Accounting, ResultReport):
         for c in self.sc.clusters:
             if s.cluster is not None and s.cluster != c.name:
                 continue
-            up = [n for name, n in self.nodes.items() if n.cluster == c.name]
-            up = [n.gpus for n in up if n.name not in self.drain_req]
+            on = [n for name, n in self.nodes.items() if n.cluster == c.name]
+            up = [n.gpus for n in on if n.name not in self.drain_req]
             if s.gpus <= max(up, default=0) or (s.gpus > c.gpus_per_node and s.gpus <= sum(up)):
                 return True
         return False
