@@ -39,7 +39,13 @@ from budgets.models import BudgetNode, GpuType, Lien, Role, UsageEntry  # noqa: 
 from scheduling.models import Cluster, Job, JobEvent, Node  # noqa: E402
 from scheduling.services import JobRequest, cancel_job, submit_job  # noqa: E402
 from tests.faults import ledger_check  # noqa: E402
-from tests.faults.attempts import issued_attempt, remote_records, run_starts, runs_of  # noqa: E402
+from tests.faults.attempts import (  # noqa: E402
+    charged_end,
+    issued_attempt,
+    remote_records,
+    run_starts,
+    runs_of,
+)
 
 PROJECTS = ["nlp/olmo", "nlp/tulu", "vision/seg", ""]  # "" is unfunded work
 LOST = "the cluster no longer knows this attempt"
@@ -249,9 +255,7 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
         v += [f"job {job.pk}: {p}" for p in problems]
         claimed = set()
         for index, run in enumerate(runs):
-            end = run["end"]
-            if end is not None and run["charged_to"] is not None:
-                end = run["charged_to"]  # settled to its real end, before Allot's stop
+            end = charged_end(run)
             if end is None:  # the open run: charged up to last_charged_at
                 if job.state != Job.State.RUNNING or index != len(runs) - 1:
                     v.append(f"job {job.pk}: run {index + 1} never ended but job is {job.state}")

@@ -97,6 +97,14 @@ def runs_of(events: list[JobEvent]) -> list[dict]:
     return runs
 
 
+def charged_end(run: dict) -> datetime | None:
+    """Where an ended run's charges end (``runs_of``): its settled real end, else the event
+    that ended it; None while it runs."""
+    if run["end"] is not None and run["charged_to"] is not None:
+        return run["charged_to"]
+    return run["end"]
+
+
 def issued_attempt(job: Job | None, key: str) -> int | None:
     """The attempt number Allot gave ``key``, or None if Allot never issued it.
 

@@ -264,14 +264,13 @@ def _fault_checker_problems(job):
     """What the fault suite's ledger check (tests/faults) finds wrong with this job's runs: it
     must take a run settled to its real end as ending there, not at Allot's stop (it did not,
     and failed on a job whose work ended a second before its owner cancelled it)."""
-    from tests.faults.attempts import runs_of
+    from tests.faults.attempts import charged_end, runs_of
     from tests.faults.ledger_check import check_run, net_charges
 
     factor = GpuType.objects.get(name=job.cluster.gpu_type).cost_factor
     charges, problems = net_charges(_ledger(job), factor)
     for run in runs_of(list(job.events.order_by("at", "pk"))):
-        end = run["charged_to"] or run["end"]
-        problems += check_run(charges, [run["start"]], end, job.gpus, run["funded"])[3]
+        problems += check_run(charges, [run["start"]], charged_end(run), job.gpus, run["funded"])[3]
     return problems
 
 
