@@ -270,15 +270,6 @@ class PassContext:
                 del tally[base]
                 self._base_sorted.pop(job.project, None)
 
-    def arrivals(self, pending: tuple[PendingJob, ...]) -> list[PendingJob] | None:
-        """The jobs of ``pending`` that the last synced snapshot did not hold, when every job
-        it held is still there (by identity); None when some left (``pass_repeat``)."""
-        change = _diff(self.last, pending)
-        if change is None:
-            return None
-        left, came = change
-        return None if left else came
-
     def bases(self) -> dict[str, list[float]]:
         """Per project with filed jobs, their distinct GPUs x protection, ascending."""
         out, done = {}, self._base_sorted

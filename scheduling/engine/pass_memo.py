@@ -62,7 +62,6 @@ class QueueMemo:
     _funded_key: tuple[str, ...]
     _alike_moved: tuple[int, int] | None
     _fitting: dict[tuple, list[Pool]]
-    stopped_at: PendingJob | None
 
     def _baseline_full(self, queue: list[PendingJob]) -> bool:
         """A baseline places jobs on free, unheld GPUs only and never preempts: once no pool

@@ -40,7 +40,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from operator import is_
 
-from scheduling.engine.model import Decisions, PendingJob, Snapshot
+from scheduling.engine.model import Decisions, Snapshot
 from scheduling.engine.tree import UNRANKED, FairTree, ancestors
 
 
@@ -60,7 +60,6 @@ class RepeatMemo:
         "built",
         "ends",
         "scaled",
-        "stop",
     )
     # (declared for a type checker and mypyc; set by ``remember``)
     now: float
@@ -69,7 +68,6 @@ class RepeatMemo:
     decisions: Decisions
     budget_hit: bool
     bases: dict[str, list[float]] | None
-    stop: PendingJob | None
 
     def __init__(self) -> None:
         self.snap: Snapshot | None = None
@@ -77,7 +75,6 @@ class RepeatMemo:
         # (running jobs, their protection ends sorted, the jobs in that order): _clock_quiet
         self.ends: tuple[tuple, list[float], list] | None = None
         self.scaled: dict[tuple[str, float], list[float]] = {}  # bases x cost: _signature
-        self.stop = None  # the job at which the remembered walk stopped early, if it did
 
     def remember(self, pass_, decisions: Decisions, budget_hit: bool) -> None:
         """After a pass without details: keep what it read if it decided nothing. (What it
@@ -101,7 +98,6 @@ class RepeatMemo:
             self.scaled = {}
         self.snap, self.now, self.tree, self.signature = snap, snap.now_s, pass_.st.tree, None
         self.decisions, self.budget_hit = decisions, budget_hit
-        self.stop = pass_.stopped_at
 
     def tree_of(self, snap: Snapshot) -> FairTree | None:
         """The tree ``repeat`` built for ``snap``, if it did (the pass need not build it)."""
@@ -114,14 +110,9 @@ class RepeatMemo:
         last = self.snap
         if last is None or snap.policy is not last.policy and snap.policy != last.policy:
             return None
-        arrived: list[PendingJob] = []
-        if not _same_items(snap.pending, last.pending):
-            came = self._arrivals(snap, context)
-            if came is None:
-                return None
-            arrived = came
         if not (
-            _same_items(snap.running, last.running)
+            _same_items(snap.pending, last.pending)
+            and _same_items(snap.running, last.running)
             and snap.displacements == last.displacements
             and (snap.nodes is last.nodes or snap.nodes == last.nodes)
             and not snap.reservations
@@ -138,45 +129,13 @@ class RepeatMemo:
         if self.signature is None:
             self.signature = self._signature(last, self.tree, context)
         tree = FairTree.build(snap.budgets)
-        if (
-            self._signature(snap, tree, context) != self.signature
-            or not self._idle_ends(ended, snap, tree, context)
-            or arrived
-            and not self._after_stop(arrived, snap, tree)
+        if self._signature(snap, tree, context) != self.signature or not self._idle_ends(
+            ended, snap, tree, context
         ):
             self.built = (snap, tree)
             return None
         self.now = t1
         return self.decisions, self.budget_hit
-
-    def _arrivals(self, snap: Snapshot, context) -> list[PendingJob] | None:
-        """The jobs that joined the queue since the remembered pass, when none left and
-        that pass stopped its walk early (``Pass.stopped_at``): arrivals that all sort
-        after the job it stopped at are never visited, for the walk stops there again
-        (``_after_stop``); None otherwise. Interactive sessions are walked first, whatever
-        their rank, where a lane is: they never pass."""
-        if self.stop is None or context.last is not self.snap.pending:
-            return None
-        came = context.arrivals(snap.pending)
-        if came is None or any(j.kind == "interactive" for j in came):
-            return None
-        return came
-
-    def _after_stop(self, arrived: list[PendingJob], snap: Snapshot, tree: FairTree) -> bool:
-        """Whether every arrival that queues (not held) sorts after the job the remembered
-        walk stopped at, in the fair-share order of ``snap`` (``PassState.order_key``).
-        With the same signature the jobs that were queued keep their order and fates, so
-        the walk reaches that job in the same state and stops there."""
-        nodes, usage = tree.nodes, snap.user_usage_gpu_s
-
-        def key(j: PendingJob) -> tuple:
-            node = nodes.get(j.project)
-            rank = node.rank if node is not None else UNRANKED
-            return (rank, usage.get((j.project, j.user), 0.0), j.submit_s, j.id)
-
-        assert self.stop is not None  # (_arrivals)
-        stop = key(self.stop)
-        return all(j.held or key(j) > stop for j in arrived)
 
     def _clock_quiet(self, snap: Snapshot, t0: float, t1: float) -> list | None:
         """None if a comparison with the clock changes between ``t0`` and ``t1``, except

@@ -91,7 +91,6 @@ class Pass(FundedSteps):
         self._funded_key = ()
         self._alike_moved = None
         self._fitting = {}  # (cluster, GPU type, GPUs) -> pools
-        self.stopped_at = None  # set by run: see pass_repeat
 
     # ---- steps ---------------------------------------------------------------------------
 
@@ -249,8 +248,6 @@ class Pass(FundedSteps):
                 break
             elif not self.fairshare and not self.details and self._baseline_full(queue):
                 break  # without details: the rest of the greedy queue can only wait
-        # the job at which the walk stopped early (the jobs after it were not visited)
-        self.stopped_at = queue[pos] if saturated else None
         unfunded = sorted({j.id: j for j in deferred}.values(), key=st.order_key)
         # An unfunded job that found no place leaves everything as it was; so does every
         # later job of its shape until something starts (the backfill rule reads only the

@@ -251,29 +251,6 @@ def drift(snapshot, rng: random.Random):
         budgets=budgets if rng.random() < 0.4 else snapshot.budgets,
         user_usage_gpu_s=usage if rng.random() < 0.4 else snapshot.user_usage_gpu_s,
         now_s=snapshot.now_s + rng.choice([60.0, 300.0, 1800.0, 3600.0]),
-        pending=snapshot.pending + arrivals(snapshot, rng),
-    )
-
-
-def arrivals(snapshot, rng: random.Random) -> tuple[PendingJob, ...]:
-    """Jobs submitted since the last pass (often none): of any project, the best and the
-    worst ranked, none or an unknown one, late or early, sometimes held or interactive. The
-    memo may answer a pass over them only where the walk stopped before their place
-    (``RepeatMemo._arrivals``)."""
-    projects = sorted({b.path for b in snapshot.budgets if b.path}) + ["", "ghost/none"]
-    late = max((j.submit_s for j in snapshot.pending), default=0.0)
-    return tuple(
-        PendingJob(
-            f"n{snapshot.now_s:.0f}-{k}",
-            rng.choice(projects),
-            rng.choice(["u1", "u2", "u9"]),
-            rng.choice([1, 1, 2, 8, 16]),
-            rng.choice([late + 1.0, late + 1.0, 0.0]),
-            rng.choice([600.0, 3600.0]),
-            kind="interactive" if rng.random() < 0.05 else "batch",
-            held=rng.random() < 0.05,
-        )
-        for k in range(rng.choice([0, 0, 0, 1, 1, 3]))
     )
 
 
@@ -315,9 +292,9 @@ def full_snapshot(seed: int, tight: bool, two_pools: bool):
 
 
 def repeats_checked(seed: int, tight: bool, two_pools: bool, moves: int) -> int:
-    """Passes over one set of jobs, which new ones join now and then, as the simulator runs
-    them (``_run_pass`` with a context, so the repeat memo answers what it can), each
-    against a full pass; how many the memo answered."""
+    """Passes over one set of jobs as the simulator runs them (``_run_pass`` with a context,
+    so the repeat memo answers what it can), each against a full pass; how many the memo
+    answered."""
     rng = random.Random(moves)
     snap, context, last, repeated = full_snapshot(seed, tight, two_pools), PassContext(), None, 0
     for step in range(8):
@@ -368,46 +345,3 @@ def test_every_pass_of_two_philly_days_decides_the_same_with_its_context_under_a
     jobs = load_trace(str(PHILLY), 2 * 86400.0, 3_456_000.0)
     seen = _replay_both_ways(monkeypatch, sc, jobs, policy, 2 * 86400.0)
     assert any(d.starts for d in seen)
-
-
-def stopping_walk() -> Snapshot:
-    """Four 8-GPU nodes, all taken by protected work, and one 1-GPU job waiting in each of
-    twenty sibling projects (ranked by their usage, p00 best): each project's job searches
-    for victims once and finds none, so the walk stops at the pool's search budget, before
-    the last projects' jobs."""
-    nodes = tuple(Node(f"n{i}", "c", "H100", 8) for i in range(4))
-    budgets = (BudgetNode("lab", 1.0, 0.0, 1e9),) + tuple(
-        BudgetNode(f"lab/p{k:02d}", 1.0, 1000.0 * k, 1e8) for k in range(20)
-    )
-    running = tuple(
-        RunningJob(f"r{i}", "lab/p19", "u1", 8, ((f"n{i}", 8),), NOW - 60, NOW + 36000.0, True)
-        for i in range(4)
-    )
-    pending = tuple(
-        PendingJob(f"w{k:02d}", f"lab/p{k:02d}", "u1", 1, NOW - 600, 3600.0) for k in range(20)
-    )
-    return Snapshot(NOW, nodes, budgets, running, pending, chain_balances=True)
-
-
-def test_a_pass_over_new_jobs_behind_where_the_walk_stopped_is_answered_by_the_memo():
-    """A job that joins the queue behind the job the last walk stopped at is never visited:
-    the memo answers the pass (the same decisions object); one that joins ahead of it may
-    change the walk, so that pass is run. Both decide as a full pass."""
-    context = PassContext()
-    first = stopping_walk()
-    decisions, budget_hit = simulator._run_pass(first, context)
-    assert budget_hit and not decisions.starts and not decisions.preemptions
-    assert context.repeats.stop is not None and context.repeats.stop.id != "w19"
-
-    def later(snap, job):
-        return replace(snap, now_s=snap.now_s + 60.0, pending=snap.pending + (job,))
-
-    behind = later(first, PendingJob("late", "lab/p19", "u2", 1, NOW, 3600.0))
-    got = simulator._run_pass(behind, context)
-    assert got[0] is decisions
-    assert decided(got[0]) == decided(run_pass(behind, details=False))
-
-    ahead = later(behind, PendingJob("early", "lab/p00", "u2", 1, NOW, 3600.0))
-    got = simulator._run_pass(ahead, context)
-    assert got[0] is not decisions
-    assert decided(got[0]) == decided(run_pass(ahead, details=False))
