@@ -185,6 +185,34 @@ def test_the_loader_refuses_children_granted_more_than_their_parent_naming_the_l
         load_scenario(str(path))
 
 
+# ---- 5b. no ping-pong in a replay ------------------------------------------------------------
+
+
+def test_a_replay_carries_who_displaced_whom_so_two_sibling_jobs_do_not_swap(monkeypatch):
+    """The issue's pair, replayed: siblings a and b with equal grants, one 8-GPU job each,
+    no protection, not resumable, on one 8-GPU node. The simulator hands each pass the
+    memory the last one returned (``Decisions.displacements``); dropped between passes, the
+    pair swaps every interval (checked below), each run restarting from zero."""
+    sc = scenario([("a", 100), ("b", 100)])
+    jobs = [
+        job("a1", 0.0, "a", gpus=8, duration=2 * HOUR, min_runtime=0, resumable=False),
+        job("b1", 1.0, "b", gpus=8, duration=2 * HOUR, min_runtime=0, resumable=False),
+    ]
+    res = simulate(sc, jobs, "fairshare", until_s=12 * HOUR, pass_interval_s=300.0)
+    assert res.preemptions <= 1
+    assert res.completed == 2
+
+    forgetful = Simulator._pass
+
+    def forget(self, t):  # the old simulator: no memory from one pass to the next
+        self.displacements = ()
+        return forgetful(self, t)
+
+    monkeypatch.setattr(Simulator, "_pass", forget)
+    swapped = simulate(sc, jobs, "fairshare", until_s=12 * HOUR, pass_interval_s=300.0)
+    assert swapped.preemptions > 5
+
+
 # ---- 6. preemption has a cost ---------------------------------------------------------------
 
 
