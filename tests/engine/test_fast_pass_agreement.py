@@ -17,22 +17,12 @@ import pytest
 from scheduling.engine.bench import synthetic_snapshot
 from scheduling.engine.passes import run_pass
 from scheduling.engine.sim import simulator
+from scheduling.engine.sim.replay_check import decided
 from scheduling.engine.sim.scenario import load_scenario, load_trace
 from tests.engine.golden import random_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 PHILLY = Path("/work/shared/traces/philly-vc.csv")
-
-
-def decided(decisions):
-    return (
-        decisions.starts,
-        decisions.preemptions,
-        decisions.reservations,
-        decisions.drains,
-        decisions.displacements,
-        decisions.defunded,
-    )
 
 
 def agree(snapshot):

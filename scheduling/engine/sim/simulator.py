@@ -284,7 +284,7 @@ class Simulator(JobLifecycle):
         self.last_pass = t
         self.res.passes += 1
         remaining = self.remaining(t)
-        decisions, budget_hit = _run_pass(self._snapshot(t, remaining), self.context)
+        decisions, budget_hit = self._engine(self._snapshot(t, remaining))
         for d in decisions.defunded:  # the budget floor: unallocated from now, no longer charged
             r = self._stop(d.job_id)
             r = replace(r, funded=False)
@@ -321,6 +321,10 @@ class Simulator(JobLifecycle):
         quiet = not (decisions.starts or decisions.preemptions or decisions.defunded)
         self.floor.watch(t, remaining=remaining if quiet else None)
         return bool(decisions.starts or decisions.preemptions or new_hold or budget_hit)
+
+    def _engine(self, snapshot: Snapshot) -> tuple[Decisions, bool]:
+        """The engine's pass over ``snapshot`` (``replay_check`` runs a second one beside)."""
+        return _run_pass(snapshot, self.context)
 
 
 def _ancestors(path: str) -> tuple[str, ...]:
