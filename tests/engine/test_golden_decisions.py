@@ -167,8 +167,11 @@ GOLDEN_RANDOM: list[str] = [
 ]
 
 # Changed once, by the multi-node-victim rule (preempt.py _cheapest_groups); the replay with
-# that rule switched off still gives the digest pinned before the performance work.
-GOLDEN_SIMULATION = "27124fb09ab70aa3"
+# that rule switched off still gives the digest pinned before the performance work (then
+# "27124fb09ab70aa3"). Changed again (2026-12-04) by when the simulator passes, not by what a
+# pass decides: it now also wakes when a displacement memory ends and when siblings or users
+# trade places (sim/standing.py), as the live loop's passes would see them.
+GOLDEN_SIMULATION = "222ee2afd9382e96"
 
 
 def simulation_digest() -> str:

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from scheduling.engine.model import Policy
 from scheduling.engine.sim import Simulator, simulate
 from scheduling.engine.sim.costs import PreemptionCost
 from scheduling.engine.sim.output import to_json, write_events
@@ -211,6 +212,74 @@ def test_a_replay_carries_who_displaced_whom_so_two_sibling_jobs_do_not_swap(mon
     monkeypatch.setattr(Simulator, "_pass", forget)
     swapped = simulate(sc, jobs, "fairshare", until_s=12 * HOUR, pass_interval_s=300.0)
     assert swapped.preemptions > 5
+
+
+
+def test_a_pass_follows_the_end_of_a_displacement_memory():
+    """b1 displaces a1 for standing; a1 may not preempt back while the memory lasts (8 h:
+    b's side never falls below the release share here, two equal siblings). When it ends,
+    a1 (now the under-served side) preempts b1 at the live loop's next pass. Nothing else
+    happens then — no arrival, finish or protection end, no standing crossing — so an
+    event-driven replay has to wake for the expiry itself, not wait for b1's finish."""
+    sc = scenario([("a", 1000), ("b", 1000)])
+    jobs = [
+        job("a1", 0.0, "a", gpus=8, duration=40 * HOUR, min_runtime=0),
+        job("b1", 1.0, "b", gpus=8, duration=40 * HOUR, min_runtime=0),
+    ]
+    res = simulate(sc, jobs, "fairshare", until_s=60 * HOUR, pass_interval_s=300.0)
+    preempted = [(e[0], e[3]) for e in res.events if e[4] == "preempt"]
+    first_at, first = preempted[0]
+    assert first == "a1"
+    memory = Policy().displacement_memory_s  # 8 h
+    back = [t for t, jid in preempted if jid == "b1"]
+    assert back, preempted
+    assert first_at + memory <= back[0] <= first_at + memory + 300.0
+
+
+
+def test_a_pass_follows_two_users_trading_places_in_their_project():
+    """One project, two users, one 8-GPU node. u1's 6-GPU run starts when u2's earlier run
+    ends (u1 has used less); u1's 8-GPU job then waits first and holds the node with no known
+    start, so u2's 2-GPU job may not take the two free GPUs. u1's usage passes u2's at 8,400 s
+    (8 GPU-hours at 6 GPUs): from then u2's job comes first and starts there — at the live
+    loop's next pass, though no job arrives, ends or leaves its protection then."""
+    sc = scenario([("p", 1000)])
+    jobs = [
+        replace(job("r2", 0.0, "p", gpus=8, duration=HOUR, min_runtime=0), user="u2"),
+        replace(job("r1", 10.0, "p", gpus=6, duration=20 * HOUR, min_runtime=0), user="u1"),
+        replace(job("j1", 20.0, "p", gpus=8, duration=HOUR, min_runtime=0), user="u1"),
+        replace(job("j2", 30.0, "p", gpus=2, duration=HOUR, min_runtime=0), user="u2"),
+    ]
+    res = simulate(sc, jobs, "fairshare", until_s=30 * HOUR, pass_interval_s=300.0)
+    starts = {e[3]: e[0] for e in res.events if e[4] == "start"}
+    assert starts["r1"] == HOUR
+    assert HOUR + 8 * HOUR / 6 <= starts["j2"] <= HOUR + 8 * HOUR / 6 + 300.0
+
+
+
+def test_the_standing_watch_predicts_when_two_siblings_on_one_side_of_one_trade_places():
+    """Three equal siblings: a runs 6 GPUs, c 16 (two nodes), b ran 8 for an hour.
+    At 1 h, a (6 GPU-hours) ranks before b (8) and both are under their share while c is
+    over it: a passes b at 4,800 s with no side of 1 moving, and the watch must say so (the
+    order is which waiting job comes first, and so which one holds freed nodes)."""
+    sc = scenario([("a", 1000), ("b", 1000), ("c", 1000)], nodes=4)
+    jobs = [
+        job("ra", 0.0, "a", gpus=6, duration=20 * HOUR, min_runtime=0),
+        job("rb", 0.0, "b", gpus=8, duration=HOUR, min_runtime=0),
+        job("rc", 0.0, "c", gpus=16, duration=20 * HOUR, min_runtime=0),
+    ]
+    sim = Simulator(sc, jobs, "fairshare", until_s=HOUR, pass_interval_s=300.0)
+    sim.run()
+    watch = sim.standing
+    lines = watch._lines(HOUR)
+    assert all(g >= 0 for p, (g, _) in lines.items() if p in ("a", "b"))  # under share
+    assert lines["c"][0] < 0  # over it
+    order = watch._order(HOUR)
+    assert order[0] == (("a", "b", "c"),)
+    assert watch._swap_at(HOUR) == pytest.approx(4800.0)
+    sim._charge(4801.0)
+    watch._lines(4801.0)
+    assert watch._order(4801.0)[0] == (("b", "a", "c"),)
 
 
 # ---- 6. preemption has a cost ---------------------------------------------------------------

@@ -311,7 +311,9 @@ class Simulator(JobLifecycle):
         holds = frozenset((h.job_id, h.nodes, h.start_s) for h in decisions.reservations)
         new_hold = not holds <= self.last_holds
         self.last_holds = holds
-        self.displacements = decisions.displacements
+        if decisions.displacements is not self.displacements:
+            self.displacements = decisions.displacements
+            self._memory_ends(t)
         if any(self.frag_now.values()):  # fundable work waits: when may standing let it in?
             self.standing.watch(t)
         else:
@@ -321,6 +323,16 @@ class Simulator(JobLifecycle):
         quiet = not (decisions.starts or decisions.preemptions or decisions.defunded)
         self.floor.watch(t, remaining=remaining if quiet else None)
         return bool(decisions.starts or decisions.preemptions or new_hold or budget_hit)
+
+    def _memory_ends(self, t: float) -> None:
+        """Wake when the earliest displacement the memory holds ends: its victim's side may
+        preempt the displacer back from then on, and nothing else need happen at that moment
+        for the live loop's next pass to do it. (Each pass that hands back a new memory
+        schedules its earliest end; the pass at the wake hands back one without it.)"""
+        until = self.policy.displacement_memory_s
+        ends = [d.at_s + until for d in self.displacements if d.at_s + until > t]
+        if ends:
+            self._wake(min(ends))
 
     def _engine(self, snapshot: Snapshot) -> tuple[Decisions, bool]:
         """The engine's pass over ``snapshot`` (``replay_check`` runs a second one beside)."""

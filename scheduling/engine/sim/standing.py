@@ -24,8 +24,13 @@ usage; LFS_i >= 1 exactly when g_i >= 0). With constant rates g_i is linear in t
 3. A check compares the signs now with those recorded at the pass: any change runs a pass;
    none predicts again. A pass between replaces the watch.
 
-Reorderings among projects that stay on the same side of 1 move no preemption, only which
-waiting job comes first; they are left to the next event.
+Reorderings that keep every side of 1 move no preemption, but they move which waiting job
+comes first, and so which job holds the nodes that free up, and whether a job blocked behind
+another's hold may now start: siblings trading places in the LFS order (``s_j * u_i -
+s_i * u_j`` changes sign, linear in t as well) and users of one project trading places in
+the usage order that ranks their jobs. The watch records both orders too, solves each pair
+that is next to the other for the moment it would swap, and a check that finds either order
+moved runs a pass.
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ class Standings:
         pol = sim.policy
         self.enabled = pol.name == "fairshare" and pol.preemption
         self.signs: dict[str, bool] = {}
+        self.order: tuple = ()
+        self._subtree: tuple[dict, dict] = ({}, {})
+        self._pairs: list[tuple] = []
         self.token = 0
         tree = sim.tree
         self.groups = [tree.top] + [n.children for n in tree.nodes.values() if n.children]
@@ -55,7 +63,7 @@ class Standings:
         ]
 
     def _lines(self, t: float) -> dict[str, tuple[float, float]]:
-        """Every node's (g_i(t), dg_i/dt)."""
+        """Every node's (g_i(t), dg_i/dt); its subtree usage and rate in ``self._subtree``."""
         sim = self.sim
         usage: dict[str, float] = {}
         rate: dict[str, float] = {}
@@ -66,6 +74,7 @@ class Standings:
             for anc in chain:
                 usage[anc] = usage.get(anc, 0.0) + u
                 rate[anc] = rate.get(anc, 0.0) + r
+        self._subtree = (usage, rate)
         out = {}
         for members, total_share in self._members:
             total_usage = sum(usage.get(path, 0.0) for path, _ in members)
@@ -78,10 +87,11 @@ class Standings:
 
     def watch(self, t: float) -> None:
         """Record the signs at a pass and schedule the check."""
-        if not self.enabled or not self.groups:
+        if not self.enabled:
             return
         lines = self._lines(t)
         self.signs = {p: g >= 0 for p, (g, _) in lines.items()}
+        self.order = self._order(t)
         self._schedule(t, lines)
 
     def stop(self) -> None:
@@ -91,7 +101,7 @@ class Standings:
         self.token += 1
         if not any(self.sim.rate.values()) and not self.sim.arrivals:
             return  # no funded work runs: usage is still, no standing can move
-        first = math.inf
+        first = self._swap_at(t)
         for g, slope in lines.values():
             if g >= 0 > slope:
                 first = min(first, t + g / -slope)
@@ -114,8 +124,78 @@ class Standings:
         lines = self._lines(t)
         if any((g >= 0) != self.signs.get(p) for p, (g, _) in lines.items()):
             return True
+        if self._order(t) != self.order:
+            return True  # no side of 1 moved, but which waiting job comes first did
         self._schedule(t, lines)
         return False
+
+    def _order(self, t: float) -> tuple:
+        """The order of every sibling group (LFS, then normalised share, then path, as
+        ``tree.FairTree`` sorts them) and, per project with waiting jobs, of its waiting
+        users by usage (equal usage: tied, their jobs interleave by submit time). Reads the
+        subtree usage of the last ``_lines``; keeps the pairs next to each other, with their
+        usage and rates, for ``_swap_at``."""
+        usage, rate = self._subtree
+        # (s_i, u_i, r_i, s_j, u_j, r_j, a tie shows): j after i, and may overtake it
+        self._pairs = pairs = []
+        groups = []
+        for members, total_share in self._members:
+            total_usage = sum(usage.get(path, 0.0) for path, _ in members)
+            keyed = []
+            for path, s in members:
+                norm = s / total_share if total_share > 0 else 0.0
+                u = usage.get(path, 0.0) / total_usage if total_usage > 0 else 0.0
+                lfs = 0.0 if norm <= 0 else math.inf if u <= 0 else norm / u
+                keyed.append((-lfs, -norm, path, s))
+            keyed.sort()
+            groups.append(tuple(k[2] for k in keyed))
+            for a, b in zip(keyed, keyed[1:], strict=False):
+                if a[3] > 0 and b[3] > 0:  # (a zero share ranks last, whatever its usage)
+                    i, j = a[2], b[2]
+                    ui, ri, uj, rj = (
+                        usage.get(i, 0.0),
+                        rate.get(i, 0.0),
+                        usage.get(j, 0.0),
+                        rate.get(j, 0.0),
+                    )
+                    pairs.append((a[3], ui, ri, b[3], uj, rj, False))
+        users = []
+        sim = self.sim
+        waiting: dict[str, list] = {}
+        for (project, user), group in sim.context.groups.items():
+            if group.order:
+                key = (project, user)
+                waiting.setdefault(project, []).append(
+                    (sim.user_usage.value(key, t), user, sim.user_rate.get(key, 0.0))
+                )
+        for project in sorted(waiting):
+            ranked = sorted(waiting[project])
+            users.append(
+                (
+                    project,
+                    tuple(
+                        (u, k > 0 and ranked[k - 1][0] == x) for k, (x, u, _) in enumerate(ranked)
+                    ),
+                )
+            )
+            for (ua, _, ra), (ub, _, rb) in zip(ranked, ranked[1:], strict=False):
+                # b (after a) comes first once u_a - u_b turns positive, and a tie
+                # (their jobs interleaved) ends as soon as their rates differ
+                pairs.append((1.0, ua, ra, 1.0, ub, rb, True))
+        return tuple(groups), tuple(users)
+
+    def _swap_at(self, t: float) -> float:
+        """The first moment two neighbours of ``_order`` would swap: j (after i) overtakes
+        i when s_j * u_i - s_i * u_j, negative or zero now, turns positive."""
+        first = math.inf
+        for si, ui, ri, sj, uj, rj, tie_shows in self._pairs:
+            h = sj * ui - si * uj
+            slope = sj * ri - si * rj
+            if slope > 0:
+                first = min(first, t + max(-h, 0.0) / slope)
+            elif tie_shows and h == 0 and slope != 0:
+                first = t  # tied users part at once
+        return first
 
 
 _STANDING_KIND = 5  # simulator._STANDING
