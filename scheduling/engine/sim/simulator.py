@@ -314,7 +314,11 @@ class Simulator(JobLifecycle):
         if decisions.displacements is not self.displacements:
             self.displacements = decisions.displacements
             self._memory_ends(t)
-        if any(self.frag_now.values()):  # fundable work waits: when may standing let it in?
+        again = bool(decisions.starts or decisions.preemptions or new_hold or budget_hit)
+        if any(self.frag_now.values()) and not again:
+            # fundable work waits and no pass is due in one interval: when may standing (or
+            # the order of the queue) let it in? (With one due, that pass sees it as soon as
+            # the live loop's would, and watches again.)
             self.standing.watch(t)
         else:
             self.standing.stop()
@@ -322,7 +326,7 @@ class Simulator(JobLifecycle):
         # nothing, the balances counted before it are those of now (spent and running as then)
         quiet = not (decisions.starts or decisions.preemptions or decisions.defunded)
         self.floor.watch(t, remaining=remaining if quiet else None)
-        return bool(decisions.starts or decisions.preemptions or new_hold or budget_hit)
+        return again
 
     def _memory_ends(self, t: float) -> None:
         """Wake when the earliest displacement the memory holds ends: its victim's side may
