@@ -214,7 +214,6 @@ def test_a_replay_carries_who_displaced_whom_so_two_sibling_jobs_do_not_swap(mon
     assert swapped.preemptions > 5
 
 
-
 def test_a_pass_follows_the_end_of_a_displacement_memory():
     """b1 displaces a1 for standing; a1 may not preempt back while the memory lasts (8 h:
     b's side never falls below the release share here, two equal siblings). When it ends,
@@ -236,7 +235,6 @@ def test_a_pass_follows_the_end_of_a_displacement_memory():
     assert first_at + memory <= back[0] <= first_at + memory + 300.0
 
 
-
 def test_a_pass_follows_two_users_trading_places_in_their_project():
     """One project, two users, one 8-GPU node. u1's 6-GPU run starts when u2's earlier run
     ends (u1 has used less); u1's 8-GPU job then waits first and holds the node with no known
@@ -254,7 +252,6 @@ def test_a_pass_follows_two_users_trading_places_in_their_project():
     starts = {e[3]: e[0] for e in res.events if e[4] == "start"}
     assert starts["r1"] == HOUR
     assert HOUR + 8 * HOUR / 6 <= starts["j2"] <= HOUR + 8 * HOUR / 6 + 300.0
-
 
 
 def test_the_standing_watch_predicts_when_two_siblings_on_one_side_of_one_trade_places():
