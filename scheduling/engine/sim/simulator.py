@@ -334,9 +334,9 @@ class Simulator(JobLifecycle):
         for the live loop's next pass to do it. (Each pass that hands back a new memory
         schedules its earliest end; the pass at the wake hands back one without it.)"""
         until = self.policy.displacement_memory_s
-        ends = [d.at_s + until for d in self.displacements if d.at_s + until > t]
-        if ends:
-            self._wake(min(ends))
+        end = min((d.at_s + until for d in self.displacements if d.at_s + until > t), default=None)
+        if end is not None:
+            self._wake(end)
 
     def _engine(self, snapshot: Snapshot) -> tuple[Decisions, bool]:
         """The engine's pass over ``snapshot`` (``replay_check`` runs a second one beside)."""

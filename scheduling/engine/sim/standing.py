@@ -151,13 +151,8 @@ class Standings:
             groups.append(tuple(k[2] for k in keyed))
             for a, b in zip(keyed, keyed[1:], strict=False):
                 if a[3] > 0 and b[3] > 0:  # (a zero share ranks last, whatever its usage)
-                    i, j = a[2], b[2]
-                    ui, ri, uj, rj = (
-                        usage.get(i, 0.0),
-                        rate.get(i, 0.0),
-                        usage.get(j, 0.0),
-                        rate.get(j, 0.0),
-                    )
+                    ui, uj = usage.get(a[2], 0.0), usage.get(b[2], 0.0)
+                    ri, rj = rate.get(a[2], 0.0), rate.get(b[2], 0.0)
                     pairs.append((a[3], ui, ri, b[3], uj, rj, False))
         users = []
         sim = self.sim
