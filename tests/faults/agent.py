@@ -261,7 +261,10 @@ def _check(cluster_name: str, grace_s: float, charge_interval_s: float, final: b
                     v.append(f"job {job.pk}: run {index + 1} never ended but job is {job.state}")
                     continue
                 end = job.last_charged_at
-                if run["funded"] and age(end) > charge_interval_s + grace_s:
+                # A liveness check, like the pass and sync ones below: twice the grace, so
+                # one charge task late on a loaded machine is not a stalled ledger (the
+                # amounts are checked to the second whatever the cadence).
+                if run["funded"] and age(end) > charge_interval_s + 2 * grace_s:
                     v.append(f"job {job.pk}: not charged for {age(end):.1f} s while running")
             mine = [c for c in charges if run["start"] <= c.start < (run["end"] or now)]
             charged_from = min((c.start for c in mine if c.gpu_s), default=None)
