@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint install bench slurm-up slurm-down philly-table
+.PHONY: demo test lint install bench engine slurm-up slurm-down philly-table
 
 # The `allot` command (cli/, its own distribution) goes into the same venv; a change to either
 # pyproject.toml reinstalls.
@@ -34,6 +34,11 @@ lint: install
 
 bench: install
 	$(PY) -m scheduling.engine.bench --pending 10000 --running 4000 --nodes 512 --json
+
+# The engine and the simulator compiled with mypyc into build/engine, for the replay tools
+# (`replay_bench --compiled`); the pure-Python engine stays the portal's and the tests'.
+engine: install
+	$(PY) -m scheduling.engine.sim.compiled build
 
 slurm-up:
 	scripts/slurm-up.sh

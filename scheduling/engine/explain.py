@@ -61,6 +61,7 @@ def explanations(st: PassState) -> dict[str, Explanation]:
     }
     node_cost = {name: st.cost(pool.gpu_type) for pool in st.pools.values() for name in pool.names}
     now, new, setattr_, running = st.now, _new, object.__setattr__, st.running
+    plain = Explanation.__dictoffset__ != 0
     for jid in sorted(running):
         job = running[jid]
         cost = node_cost.get(job.nodes[0][0], 1.0) if job.nodes else 1.0
@@ -76,21 +77,21 @@ def explanations(st: PassState) -> dict[str, Explanation]:
                 st.tree.standing(job.project) if known else (),
                 _preemptible_by(st, job, None, cache),
             )
+        fields = {
+            "job_id": jid,
+            "funded": job.funded,
+            "funding_chain": facts[0],
+            "gpu_hours_per_hour": job.gpus * cost,
+            "protected_until_s": job.protected_until_s,
+            "protection_source": job.protection_source if job.funded else "none (unfunded)",
+            "standing": facts[1],
+            "preemptible_by": _preemptible_by(st, job, drained, cache) if drained else facts[2],
+        }
+        if not plain:  # compiled: a native class (see report.PLAIN)
+            out[jid] = Explanation(**fields)
+            continue
         info = new(Explanation)  # see fast_new
-        setattr_(
-            info,
-            "__dict__",
-            {
-                "job_id": jid,
-                "funded": job.funded,
-                "funding_chain": facts[0],
-                "gpu_hours_per_hour": job.gpus * cost,
-                "protected_until_s": job.protected_until_s,
-                "protection_source": job.protection_source if job.funded else "none (unfunded)",
-                "standing": facts[1],
-                "preemptible_by": _preemptible_by(st, job, drained, cache) if drained else facts[2],
-            },
-        )
+        setattr_(info, "__dict__", fields)
         out[jid] = info
     return out
 

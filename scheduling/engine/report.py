@@ -32,12 +32,17 @@ from scheduling.engine.state import PassState
 __all__ = ["MESSAGES", "drain_times", "explanations", "fast_new", "pending_infos"]
 
 _new = object.__new__
+# Compiled with mypyc (``sim/compiled.py``), the model's classes are native: no ``__dict__`` to
+# fill, and their constructor is as cheap as this shortcut.
+PLAIN = PendingInfo.__dictoffset__ != 0
 
 
 def fast_new(cls, **fields):
     """Build a frozen dataclass without its generated ``__init__``: a pass creates one
     PendingInfo per waiting job, and the frozen ``__setattr__`` dance costs twice as much.
     Every field must be given (tests compare these objects with normally built ones)."""
+    if cls.__dictoffset__ == 0:  # a native class (compiled)
+        return cls(**fields)
     obj = _new(cls)
     obj.__dict__.update(fields)
     return obj
@@ -351,6 +356,9 @@ def pending_infos(pass_, waiting: list[PendingJob]) -> dict[str, PendingInfo]:
             if got is None:
                 got = messages[mkey] = _message(code, job, pass_)
             message = got
+        if not PLAIN:
+            out[job.id] = PendingInfo(code, message, position, estimate)
+            continue
         info = new(PendingInfo)  # see fast_new: the hot path inlines it
         setattr_(
             info,

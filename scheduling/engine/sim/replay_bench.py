@@ -2,7 +2,7 @@
 
 ``python -m scheduling.engine.sim.replay_bench SCENARIO TRACE --from S --until S --repeat N
 [--baseline-rev REV [--baseline-repeat M]] [--policies fairshare,priority,fifo]
-[--instructions] [--json]``
+[--instructions] [--compiled] [--json]``
 
 Each replay runs in a fresh interpreter (no warm caches, no shared heap), one policy at a
 time. With ``--baseline-rev`` the engine of that git revision (``scheduling/engine`` exported
@@ -18,6 +18,10 @@ scenario and the trace and stops there): a count does not drift with the machine
 it can tell apart changes of a few per cent that the CPU times, which drift by a fifth within
 the hour here, cannot. It is a proxy (memory stalls are not instructions), for small slices:
 valgrind runs some 60 times slower than the replay.
+
+``--compiled`` replays the current engine as compiled by ``make engine`` (``sim/compiled.py``:
+the same source through mypyc; a build older than the source is refused), and each run
+reports which engine it imported (``compiled``: its modules are extension modules).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from scheduling.engine.sim import compiled as compiled_engine
 from scheduling.engine.sim.compare import replay_parser
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -41,6 +46,7 @@ import hashlib, json, sys, time
 from scheduling.engine.sim.output import to_json
 from scheduling.engine.sim.scenario import load_scenario, load_trace
 from scheduling.engine.sim.simulator import simulate
+import scheduling.engine.passes as passes
 scenario, trace, policy, from_s, until = sys.argv[1:6]
 sc, jobs = load_scenario(scenario), load_trace(trace, float(until), float(from_s))
 if sys.argv[6:] == ["load-only"]:
@@ -50,6 +56,7 @@ res = simulate(sc, jobs, policy, until_s=float(until), record_events=False)
 cpu, wall = time.process_time() - c0, time.perf_counter() - t0
 out = json.dumps(to_json(res), sort_keys=True, default=repr)
 print(json.dumps({"cpu_s": cpu, "wall_s": wall, "passes": res.passes,
+                  "compiled": not passes.__file__.endswith(".py"),
                   "preemptions": res.preemptions,
                   "digest": hashlib.sha256(out.encode()).hexdigest()[:16]}))
 """
@@ -113,11 +120,13 @@ def summary(runs: list[dict]) -> dict:
         "passes": runs[0]["passes"],
         "preemptions": runs[0]["preemptions"],
         "digest": runs[0]["digest"],
+        "compiled": runs[0]["compiled"],
     }
 
 
 def bench(args) -> list[dict]:
     scenario, trace = str(Path(args.scenario).resolve()), str(Path(args.trace).resolve())
+    current = compiled_engine.require() if args.compiled else ROOT
     with tempfile.TemporaryDirectory() as tmp:
         base = export(args.baseline_rev, Path(tmp)) if args.baseline_rev else None
         if args.baseline_src:  # an engine already exported (or another checkout)
@@ -125,7 +134,7 @@ def bench(args) -> list[dict]:
         runs: dict[tuple[str, str], list[dict]] = {}
         for k in range(args.repeat):
             for policy in args.policies.split(","):
-                for name, src in (("current", ROOT), ("baseline", base)):
+                for name, src in (("current", current), ("baseline", base)):
                     if src is None or (name == "baseline" and k >= args.baseline_repeat):
                         continue
                     got = replay(src, scenario, trace, policy, args.from_s, args.until)
@@ -133,7 +142,7 @@ def bench(args) -> list[dict]:
                     print(policy, name, json.dumps(got), file=sys.stderr, flush=True)
         counted: dict[tuple[str, str], int] = {}
         for policy in args.policies.split(",") if args.instructions else ():
-            for name, src in (("current", ROOT), ("baseline", base)):
+            for name, src in (("current", current), ("baseline", base)):
                 if src is not None:
                     n = instructions(src, scenario, trace, policy, args.from_s, args.until)
                     counted[(policy, name)] = n
@@ -157,7 +166,8 @@ def bench(args) -> list[dict]:
 
 
 def markdown(rows: list[dict], rev: str | None) -> str:
-    head = "| policy | passes | current CPU s (median; runs) | current wall s |"
+    which = "current (compiled)" if rows and rows[0]["current"]["compiled"] else "current"
+    head = f"| policy | passes | {which} CPU s (median; runs) | {which} wall s |"
     rule = "| --- | --- | --- | --- |"
     if rev:
         head += f" baseline `{rev}` CPU s (median; runs) | current ÷ baseline | same result |"
@@ -204,11 +214,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also count each engine's instructions once per policy (valgrind's callgrind)",
     )
+    ap.add_argument(
+        "--compiled",
+        action="store_true",
+        help="replay the current engine as compiled by `make engine` (mypyc)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if args.instructions and shutil.which("valgrind") is None:
         ap.error("--instructions: valgrind is not installed (Debian package valgrind)")
-    rows = bench(args)
+    try:
+        rows = bench(args)
+    except compiled_engine.BuildError as e:
+        ap.error(f"--compiled: {e}")
     label = args.baseline_rev or args.baseline_src
     print(json.dumps(rows) if args.json else markdown(rows, label))
     return 0
