@@ -298,16 +298,20 @@ def _one_node(
     """``find_victims`` for a job that fits on one node: the nodes in name order, over
     ``_rows`` (or ``rows``, with the victim rule of each reserved node in ``rules``)."""
     best = best_cost = None
+    # (the rows' tuples are typed where they are read: the compiled engine, ``sim/compiled``,
+    # then unpacks them into machine integers instead of iterating over objects)
     for row in _rows(st, pool) if rows is None else rows:
         if row[1]:  # held with no known start: only its blockers' GPUs, if allowed
-            if row[2] < gpus or row[4] < gpus:
+            held: tuple[int, bool, int, list, int] = row
+            if held[2] < gpus or held[4] < gpus:
                 continue
-            found = _node_victims(0, row[3], gpus, below)
+            found = _node_victims(0, held[3], gpus, below)
             if found is not None and (best_cost is None or found[0] < best_cost):
                 best_cost = found[0]
-                best = (((row[0], gpus),), found[1])
+                best = (((held[0], gpus),), found[1])
             continue
-        i, _, size, f, yieldable, total, unfunded, projects, their_gpus = row
+        unheld: tuple[int, bool, int, int, list, int, int, tuple, tuple] = row
+        i, _, size, f, yieldable, total, unfunded, projects, their_gpus = unheld
         if size < gpus or f >= gpus or f + total < gpus:
             continue  # (f >= gpus: find() would have placed it)
         if best_cost is not None and (0 if f + unfunded >= gpus else 1, 1, gpus - f) >= (best_cost):

@@ -54,6 +54,30 @@ class TreeNode:
     lfs: float = 0.0
     rank: int = UNRANKED
 
+    def __init__(
+        self,
+        path: str,
+        share: float,
+        own_usage: float,
+        remaining: float,
+        children: list[TreeNode],
+        parent: str | None,
+    ) -> None:
+        # Written out (``dataclass`` keeps a class's own ``__init__``): the generated one is
+        # interpreted even in the compiled engine (``sim/compiled``), and every pass builds
+        # a TreeNode per budget node.
+        self.path = path
+        self.share = share
+        self.own_usage = own_usage
+        self.remaining = remaining
+        self.children = children
+        self.parent = parent
+        self.usage = 0.0
+        self.norm_share = 0.0
+        self.norm_usage = 0.0
+        self.lfs = 0.0
+        self.rank = UNRANKED
+
 
 @lru_cache(maxsize=64)
 def _layout(given: tuple[str, ...]):

@@ -43,9 +43,10 @@ class Accounting:
     running: dict[str, RunningJob]
     _pending_tuple: tuple | None
     _usage_of: tuple | None
+    _budget_nodes: dict[str, BudgetNode]
     _running_tuple: tuple | None
     rate: dict[str, float]
-    liens: dict[str, tuple]
+    liens: dict[str, tuple[float, int, float, tuple[str, ...]]]  # run -> until, GPUs, cost, chain
     lien_ends: list[tuple[float, str]]
     user_rate: dict[tuple[str, str], float]
     unfunded_rate: dict[str, float]
@@ -128,7 +129,8 @@ class Accounting:
             got = liens.get(jid)
             if got is not None and got[0] <= t:  # (not a later run of the same job)
                 del liens[jid]
-        for until, gpus, cost, chain in liens.values():
+        for lien_of in liens.values():
+            until, gpus, cost, chain = lien_of
             if until > t:
                 lien = (until - t) * gpus * cost
                 for anc in chain:
@@ -137,7 +139,16 @@ class Accounting:
 
     def _snapshot(self, t: float, remaining: dict[str, float]) -> Snapshot:
         usage = self._usage_now(t)
-        budgets = tuple(BudgetNode(p, self.shares[p], usage[p], remaining[p]) for p in self.shares)
+        # a node whose usage and balance did not move keeps the BudgetNode it had (most
+        # nodes of a quiet subtree, pass after pass): building one costs more than comparing
+        made, nodes = self._budget_nodes, []
+        for p, share in self.shares.items():
+            u, r = usage[p], remaining[p]
+            b = made.get(p)
+            if b is None or b.usage_gpu_s != u or b.remaining_gpu_s != r:
+                b = made[p] = BudgetNode(p, share, u, r)
+            nodes.append(b)
+        budgets = tuple(nodes)
         user_usage = {k: self.user_usage.value(k, t) for k in self.user_usage.keys()}
         return Snapshot(
             t,

@@ -114,6 +114,7 @@ class Simulator(JobLifecycle):
         self.running = {}
         self._pending_tuple = None  # Accounting._pending_now
         self._usage_of = None  # Accounting._usage_now
+        self._budget_nodes = {}  # Accounting._snapshot
         self._running_tuple = None  # Accounting._running_now
         self.rate = defaultdict(float)  # project -> funded cost-normalised GPUs
         # funded run -> (protection end, GPUs, cost, budget chain), in running order (_rates)
