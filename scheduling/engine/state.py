@@ -29,8 +29,23 @@ def first_difference(a: str, b: str) -> tuple[str, str] | None:
 PRIORITY_LEVELS = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
 
 
-@lru_cache(maxsize=16)
+_LAST_LAYOUT: list = [None, None]  # the last nodes tuple asked about, and its layout
+
+
 def _layout(nodes: tuple[Node, ...]) -> dict[tuple[str, str], tuple[list, list, list]]:
+    """``_layout_of``, first by identity: the simulator hands the same tuple of nodes to
+    every pass until one changes, and hashing it for the cache hashes each frozen Node
+    (a generated ``__hash__``, interpreted even in the compiled engine)."""
+    last = _LAST_LAYOUT
+    if nodes is last[0]:
+        return last[1]
+    out = _layout_of(nodes)
+    last[0], last[1] = nodes, out  # (kept alive here: its identity cannot be reused)
+    return out
+
+
+@lru_cache(maxsize=16)
+def _layout_of(nodes: tuple[Node, ...]) -> dict[tuple[str, str], tuple[list, list, list]]:
     """Per pool (cluster, GPU type), in pool order: its node names, sizes and drain flags,
     nodes sorted by name. Cached: a caller passing many snapshots of one cluster (the
     simulator) gives the same nodes every pass."""
