@@ -8,6 +8,7 @@ nothing here skips.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -96,6 +97,33 @@ sys.exit(pytest.main(["-q", "-p", "no:cacheprovider",
 """
 
 
+def test_compare_runs_the_policies_on_the_compiled_engine(build):
+    """``compare --compiled`` runs again in place on the build, with the same figures."""
+    into, _ = build
+    args = [str(EXAMPLES / "small.yaml"), str(EXAMPLES / "small.csv"), "--until", "86400"]
+    args += ["--workers", "1"]
+    env = dict(os.environ, ALLOT_ENGINE_BUILD=str(into))
+    env.pop("ALLOT_COMPILED_REEXEC", None)
+    runs = {}
+    for flag in ([], ["--compiled"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "scheduling.engine.sim.compare", *args, *flag],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        runs[bool(flag)] = json.loads(done.stdout)
+    for row in (*runs[False], *runs[True]):
+        row.pop("wall_s"), row.pop("cpu_s"), row.pop("cpu_runs_s")
+    assert [r["compiled"] for r in runs[True]] == [True] * 3
+    assert [r.pop("compiled") for r in runs[False]] == [False] * 3
+    for r in runs[True]:
+        r.pop("compiled")
+    assert runs[True] == runs[False]
+
+
 def test_a_stale_build_is_refused_naming_the_command(build, tmp_path, monkeypatch, capsys):
     into, _ = build
     with pytest.raises(compiled.BuildError, match="make engine"):
@@ -109,6 +137,32 @@ def test_a_stale_build_is_refused_naming_the_command(build, tmp_path, monkeypatc
     monkeypatch.setattr(compiled, "DEFAULT", stale)
     monkeypatch.setattr(compiled.require, "__defaults__", (stale,))
     with pytest.raises(SystemExit):
-        replay_bench.main([str(EXAMPLES / "small.yaml"), str(EXAMPLES / "small.csv"), "--compiled"])
+        replay_bench.main(
+            [
+                str(EXAMPLES / "small.yaml"),
+                str(EXAMPLES / "small.csv"),
+                "--until",
+                "60",
+                "--compiled",
+            ]
+        )
     assert "--compiled: the compiled engine" in capsys.readouterr().err
     assert compiled.main(["check", "--into", str(stale)]) == 1
+    env = dict(os.environ, ALLOT_ENGINE_BUILD=str(stale))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scheduling.engine.sim.compare",
+            str(EXAMPLES / "small.yaml"),
+            str(EXAMPLES / "small.csv"),
+            "--until",
+            "3600",
+            "--compiled",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and "--compiled: the compiled engine" in done.stderr

@@ -5,6 +5,7 @@ prints a table: share distance from the grants, utilisation, p50/p95 wait by job
 preemptions, what they wasted (lost work and restarts, when the scenario gives preemption a
 cost), GPU-hours idle while fundable work could not be placed, and unfunded GPU-hours. The
 policies run in parallel processes (one per core); ``--policies priority`` runs only some.
+``--compiled`` runs them on the engine compiled by ``make engine`` (``sim/compiled.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+from scheduling.engine import passes
 from scheduling.engine.sim.output import to_json
 from scheduling.engine.sim.scenario import InputError, load_scenario, load_trace
 from scheduling.engine.sim.simulator import simulate
@@ -40,6 +42,7 @@ def run_one(args: tuple) -> dict:
         cpus.append(time.process_time() - c0)
         if i == 0:
             out = to_json(res)
+    out["compiled"] = not str(passes.__file__).endswith(".py")  # (sim/compiled.py)
     out["wall_s"] = round(statistics.median(walls), 1)
     out["cpu_s"] = round(statistics.median(cpus), 1)
     out["cpu_runs_s"] = [round(c, 1) for c in cpus]
@@ -94,7 +97,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=1, help="runs per policy (median times)")
     ap.add_argument("--policies", default=",".join(POLICIES), help="comma-separated subset")
+    ap.add_argument(
+        "--compiled", action="store_true", help="the engine compiled by `make engine` (mypyc)"
+    )
     args = ap.parse_args(argv)
+    if args.compiled:
+        from scheduling.engine.sim import compiled
+
+        try:  # (returns in the new process, which runs the compiled engine)
+            compiled.reexec("scheduling.engine.sim.compare", sys.argv[1:] if argv is None else argv)
+        except compiled.BuildError as exc:
+            print(f"error: --compiled: {exc}", file=sys.stderr)
+            return 2
     try:  # fail fast, in this process, on a bad file
         load_scenario(args.scenario)
         load_trace(args.trace, args.until, args.from_s)

@@ -7,9 +7,10 @@ into C extension modules, with no second language. ``check`` says whether a buil
 and was made from the source as it is now (exit status 1 if not).
 
 Nothing imports the compiled copy by itself: the pure-Python engine stays the only one of the
-portal, the live loop and the tests. The replay tools take it on request, in a fresh
-interpreter whose ``PYTHONPATH`` starts with the build (``env``): its ``scheduling`` package
-resolves ``scheduling.engine`` from the build and everything else from the source tree. A
+portal, the live loop and the tests. The replay tools take it on request (``compare
+--compiled``, ``replay_bench --compiled``), in a fresh interpreter whose ``PYTHONPATH``
+starts with the build (``env``, ``reexec``): its ``scheduling`` package resolves
+``scheduling.engine`` from the build and everything else from the source tree. A
 build older than the source is refused, never run (``require``). The compiled engine must
 decide exactly what the pure one decides: ``tests/engine/test_compiled_engine.py`` replays
 scenarios both ways and compares every figure.
@@ -27,7 +28,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 ENGINE = ROOT / "scheduling" / "engine"
-DEFAULT = ROOT / "build" / "engine"
+# where ``make engine`` builds and the tools look (``ALLOT_ENGINE_BUILD`` moves it)
+DEFAULT = Path(os.environ.get("ALLOT_ENGINE_BUILD") or ROOT / "build" / "engine")
 # The tools and loaders stay interpreted: they run once per replay, and the scenario loader's
 # YAML subclasses do not compile.
 INTERPRETED = {
@@ -91,6 +93,27 @@ def env(into: Path = DEFAULT) -> dict[str, str]:
     """The environment of an interpreter that imports the compiled engine."""
     src = str(require(into))
     return dict(os.environ, PYTHONPATH=os.pathsep.join([src, str(ROOT)]))
+
+
+def running() -> bool:
+    """Whether this interpreter imported the compiled engine."""
+    from scheduling.engine import passes
+
+    return not str(passes.__file__).endswith(".py")
+
+
+def reexec(module: str, argv: list[str], into: Path = DEFAULT) -> None:
+    """Run ``python -m module argv`` again in place of this process, on the compiled engine
+    (``-P``: the working folder is not put ahead of the build). Returns only when this
+    process already runs it; raises ``BuildError`` when there is no fresh build, or when the
+    new process still imported the pure engine."""
+    if running():
+        return
+    if os.environ.get("ALLOT_COMPILED_REEXEC"):
+        raise BuildError("the compiled engine did not load (pure-Python modules came first)")
+    environ = dict(env(into), ALLOT_COMPILED_REEXEC="1")
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, "-P", "-m", module, *argv], environ)
 
 
 def build(into: Path = DEFAULT, quiet: bool = True) -> Path:
