@@ -25,7 +25,7 @@ from itertools import compress, count
 from operator import is_, is_not
 
 from scheduling.engine.model import PendingJob, Policy
-from scheduling.engine.pass_repeat import RepeatMemo
+from scheduling.engine.pass_repeat import COMPILED, RepeatMemo, identical
 from scheduling.engine.tree import UNRANKED
 
 # Policies whose order key is fixed per job (``PassState.order_key``): kept as one list.
@@ -140,7 +140,7 @@ class PassContext:
             self.__init__()
             self.policy = snap.policy
         pending, last = snap.pending, self.last
-        if pending is not last and (len(pending) != len(last) or not all(map(is_, pending, last))):
+        if pending is not last and (len(pending) != len(last) or not identical(pending, last)):
             self.last = ()  # until the update below is complete
             if not self._update(last, pending, st):
                 return False
@@ -324,6 +324,11 @@ def _same_for(old: tuple, new: tuple, i: int, j: int) -> int | None:
     """The first k at which ``old[i + k]`` is not ``new[j + k]`` (None if the shorter of
     the two tails holds no such k), comparing windows of 64, 128, ... objects at C speed
     instead of both whole tails (copying them once per gap cost O(gaps x queue))."""
+    if COMPILED:  # (see pass_repeat.COMPILED)
+        for k in range(min(len(old) - i, len(new) - j)):
+            if old[i + k] is not new[j + k]:
+                return k
+        return None
     done, width = 0, 64
     while True:
         a, b = old[i + done : i + done + width], new[j + done : j + done + width]

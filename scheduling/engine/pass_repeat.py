@@ -43,9 +43,24 @@ from operator import is_
 from scheduling.engine.model import Decisions, Snapshot
 from scheduling.engine.tree import UNRANKED, FairTree, ancestors
 
+# Compiled with mypyc (``sim/compiled.py``), a plain loop over two tuples is native code,
+# while ``map(is_, ...)`` calls a C function per object: identity scans take the loop there
+# and the C-speed idiom when interpreted (the same answer either way; ``pass_context`` too).
+COMPILED = not __file__.endswith(".py")
+
+
+def identical(a: tuple, b: tuple) -> bool:
+    """Two tuples of the same length hold the same objects in the same order."""
+    if COMPILED:
+        for k in range(len(a)):
+            if a[k] is not b[k]:
+                return False
+        return True
+    return all(map(is_, a, b))
+
 
 def _same_items(a: tuple, b: tuple) -> bool:
-    return a is b or len(a) == len(b) and all(map(is_, a, b))
+    return a is b or len(a) == len(b) and identical(a, b)
 
 
 class RepeatMemo:
