@@ -132,6 +132,11 @@ class PassContext:
         self.flat_of: dict[str, tuple] = {}  # job id -> its order key
         self.flat_gpus: dict[int, int] = {}
         self.repeats = RepeatMemo()  # the last pass that decided nothing (pass_repeat.py)
+        # ``queue``'s last answer, kept while no job was filed or dropped (``changes``) and
+        # the groups come in the same order with the same ties: the next pass reads it again
+        self.changes = 0
+        self._queue_key: tuple | None = None
+        self._queue_out: tuple[list[PendingJob], list, list[float], list] | None = None
 
     def _sync(self, st) -> bool:
         """Bring the index up to the snapshot's pending jobs (False: it repeats a job id)."""
@@ -161,7 +166,8 @@ class PassContext:
         one's shape and GPUs x protection (what ``PassState.queue`` and the walk compute),
         and the segments of that order: (start, end, its ``Group``, or None where groups
         tied and were merged). None when the snapshot repeats a job id (the pass then sorts
-        on its own)."""
+        on its own). The lists are the context's own (the next pass may get them again):
+        read them, do not change them."""
         if not self._sync(st):
             return None
         rank_of, usage = st._rank_of, st._user_usage
@@ -170,15 +176,23 @@ class PassContext:
             for (project, user), g in self.groups.items()
             if g.order
         )
-        jobs: list[PendingJob] = []
-        keys: list = []
-        bases: list[float] = []
-        segments: list[tuple[int, int, Group | None]] = []
+        # the runs of groups tied on (rank, usage), as (first, last + 1) in ``heads``
+        runs: list[tuple[int, int]] = []
         i = 0
         while i < len(heads):
             j = i + 1
             while j < len(heads) and heads[j][:2] == heads[i][:2]:
                 j += 1
+            runs.append((i, j))
+            i = j
+        key = (self.changes, tuple(h[2:] for h in heads), tuple(runs))
+        if key == self._queue_key and self._queue_out is not None:
+            return self._queue_out
+        jobs: list[PendingJob] = []
+        keys: list = []
+        bases: list[float] = []
+        segments: list[tuple[int, int, Group | None]] = []
+        for i, j in runs:
             start = len(jobs)
             if j == i + 1:
                 g = self.groups[heads[i][2:]]
@@ -196,8 +210,8 @@ class PassContext:
                 keys += [m[2] for m in merged]
                 bases += [m[3] for m in merged]
                 segments.append((start, len(jobs), None))
-            i = j
-        return jobs, keys, bases, segments
+        self._queue_key, self._queue_out = key, (jobs, keys, bases, segments)
+        return self._queue_out
 
     def _update(self, last: tuple, pending: tuple[PendingJob, ...], st) -> bool:
         """File the jobs that appeared, drop those that left (by object identity)."""
@@ -225,6 +239,7 @@ class PassContext:
         g = self.groups.get((job.project, job.user))
         if g is None:
             g = self.groups[(job.project, job.user)] = Group(job.project)
+        self.changes += 1
         item = (job.submit_s, job.id)
         base, key = job.gpus * st.protection(job), shape(job)
         if key is not None:
@@ -250,6 +265,7 @@ class PassContext:
     def _drop(self, job: PendingJob) -> None:
         if job.held:
             return
+        self.changes += 1
         g = self.groups[(job.project, job.user)]
         g.delete(bisect_left(g.order, (job.submit_s, job.id)))
         base = self.by_id.pop(job.id)[2]

@@ -23,10 +23,13 @@ from scheduling.engine.placement import Pool
 from scheduling.engine.preempt import open_reserved, reserved_preemptible
 
 if TYPE_CHECKING:
-    from scheduling.engine.pass_context import PassContext
+    from scheduling.engine.pass_context import Group, PassContext
     from scheduling.engine.state import PassState
 
 INF = math.inf
+# The queue walk's memo (``Pass.run``): a shape (or shape and lien) -> (epoch, the pools it
+# waited in, its cheapest pool's cost factor)
+Waits = dict[tuple | None, tuple[int, list[Pool], float]]
 MAX_VICTIM_SEARCHES_PER_POOL = 16  # bounds a pass on a saturated cluster (cf. bf_max_job_test)
 
 
@@ -113,7 +116,7 @@ class QueueMemo:
             hit = self._alike_of[preemptor] = (ranks, st.shielded_from(preemptor))
         return (self.epoch, id(pool), *hit)
 
-    def _skip(self, group, k: int, waits: dict) -> int:
+    def _skip(self, group: Group, k: int, waits: Waits) -> int:
         """How many jobs of ``group`` (a ``pass_context.Group``), from its position ``k``
         on, the queue walk may pass over: each would hit the walk's memo (its shape waited
         at this epoch, at the cost of the job at ``k``'s, ``run``) and its project could

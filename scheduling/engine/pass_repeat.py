@@ -39,9 +39,14 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from operator import is_
+from typing import TYPE_CHECKING
 
 from scheduling.engine.model import Decisions, Snapshot
 from scheduling.engine.tree import UNRANKED, FairTree, ancestors
+
+if TYPE_CHECKING:  # (typed for mypyc: their attributes are then read natively)
+    from scheduling.engine.pass_context import PassContext
+    from scheduling.engine.passes import Pass
 
 # Compiled with mypyc (``sim/compiled.py``), a plain loop over two tuples is native code,
 # while ``map(is_, ...)`` calls a C function per object: identity scans take the loop there
@@ -91,7 +96,7 @@ class RepeatMemo:
         self.ends: tuple[tuple, list[float], list] | None = None
         self.scaled: dict[tuple[str, float], list[float]] = {}  # bases x cost: _signature
 
-    def remember(self, pass_, decisions: Decisions, budget_hit: bool) -> None:
+    def remember(self, pass_: Pass, decisions: Decisions, budget_hit: bool) -> None:
         """After a pass without details: keep what it read if it decided nothing. (What it
         read is worked out only when a later snapshot has the same jobs: ``repeat``.)"""
         snap = pass_.st.snap
@@ -119,7 +124,7 @@ class RepeatMemo:
         built, self.built = self.built, None
         return built[1] if built is not None and built[0] is snap else None
 
-    def repeat(self, snap: Snapshot, context) -> tuple[Decisions, bool] | None:
+    def repeat(self, snap: Snapshot, context: PassContext) -> tuple[Decisions, bool] | None:
         """The last pass's decisions and search-budget flag if ``snap`` provably gets the
         same; None otherwise (run the pass)."""
         last = self.snap
@@ -172,7 +177,7 @@ class RepeatMemo:
         # ``Pool.find`` on fewer usable nodes finds nothing either, and nothing else reads it.
         return ended if all(h.start_s > t1 for h in self.decisions.reservations) else None
 
-    def _idle_ends(self, ended: list, snap: Snapshot, tree: FairTree, context) -> bool:
+    def _idle_ends(self, ended: list, snap: Snapshot, tree: FairTree, context: PassContext) -> bool:
         """Whether runs whose protection just ended change nothing yet: no waiting job may
         preempt them for standing and their budget is not spent. Such a run only joins its
         node's preemptible candidates, and every reader filters those by the preemptor's
@@ -196,7 +201,7 @@ class RepeatMemo:
                 return False
         return True
 
-    def _signature(self, snap: Snapshot, tree: FairTree, context) -> tuple:
+    def _signature(self, snap: Snapshot, tree: FairTree, context: PassContext) -> tuple:
         release = snap.policy.displacement_release_lfs
         nodes = tree.nodes
         standing = tuple((n.rank, n.lfs >= 1.0, n.lfs < release) for n in nodes.values())

@@ -45,8 +45,8 @@ from scheduling.engine.model import (
 )
 from scheduling.engine.pass_context import FLAT, PassContext, shape
 from scheduling.engine.pass_funded import FundedSteps
-from scheduling.engine.pass_memo import INF, MAX_VICTIM_SEARCHES_PER_POOL
-from scheduling.engine.placement import Held, Pool
+from scheduling.engine.pass_memo import INF, MAX_VICTIM_SEARCHES_PER_POOL, Waits
+from scheduling.engine.placement import Held
 from scheduling.engine.report import pending_infos
 from scheduling.engine.state import PassState
 
@@ -172,7 +172,7 @@ class Pass(FundedSteps):
         # protection, is checked per job (``_waits``). Most of a saturated queue waits so. A
         # failed victim search moves nothing here: it only takes options away (a search
         # budget used, a smaller failed size), so a shape that waited still waits.
-        waits: dict[tuple, tuple[int, list[Pool], float]] = {}
+        waits: Waits = {}
         funded_fail = self.funded_fail
         left_of, protection = st.left, st.protection
         # With a context (and no details to report), a run of a group's jobs whose shapes

@@ -4,7 +4,6 @@ their liens, and the snapshot handed to the engine. The root base of ``simulator
 from __future__ import annotations
 
 import heapq
-from collections import defaultdict
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +12,12 @@ from scheduling.engine.sim.scenario import Scenario, TraceJob
 from scheduling.engine.tree import FairTree
 
 if TYPE_CHECKING:
+    from scheduling.engine.pass_context import PassContext
+    from scheduling.engine.sim.costs import FundableWaiters
+    from scheduling.engine.sim.floor import BudgetFloor, LienTargets
     from scheduling.engine.sim.result import JobState, SimResult
+    from scheduling.engine.sim.standing import Standings
+    from scheduling.engine.usage import DecayedUsage, HardWindowUsage
 
 
 class Accounting:
@@ -37,8 +41,8 @@ class Accounting:
     nodes: dict[str, Node]
     node_cost: dict[str, float]
     total_gpus: int
-    usage: Any
-    user_usage: Any
+    usage: HardWindowUsage | DecayedUsage
+    user_usage: HardWindowUsage | DecayedUsage
     pending: dict[str, PendingJob]
     running: dict[str, RunningJob]
     _pending_tuple: tuple | None
@@ -65,16 +69,16 @@ class Accounting:
     wakes: set[float]
     arrivals: int
     last_holds: frozenset
-    standing: Any
-    floor: Any
-    lien_targets: Any
-    context: Any
+    standing: Standings
+    floor: BudgetFloor
+    lien_targets: LienTargets
+    context: PassContext
     cluster_of: dict[str, str]
     cluster_cost: dict[str, float]
     cluster_gpus: dict[str, int]
     busy_on: dict[str, int]
     node_busy: dict[str, int]
-    waiters: Any
+    waiters: FundableWaiters
     frag_now: dict[str, set[str]]
 
     def _charge(self, t: float) -> None:
@@ -116,11 +120,12 @@ class Accounting:
     def remaining(self, t: float) -> dict[str, float]:
         """Each budget node's grant minus what its subtree spent this period and holds in
         liens (the unspent part of running funded jobs' protected windows)."""
-        used: dict[str, float] = defaultdict(float)
+        # (a plain dict, not a defaultdict: the compiled engine reads and writes it natively)
+        used: dict[str, float] = {}
         up = self.up
         for p, spent in self.spent.items():
             for anc in up.get(p, ()):
-                used[anc] += spent
+                used[anc] = used.get(anc, 0.0) + spent
         # the funded runs in running order (``_rates`` keeps them), so every sum is the same;
         # a run whose protection has ended holds no lien again (the clock only moves on)
         liens, ends = self.liens, self.lien_ends
@@ -134,7 +139,7 @@ class Accounting:
             if until > t:
                 lien = (until - t) * gpus * cost
                 for anc in chain:
-                    used[anc] += lien
+                    used[anc] = used.get(anc, 0.0) + lien
         return {p: grant - used.get(p, 0.0) for p, grant in self.grants.items()}
 
     def _snapshot(self, t: float, remaining: dict[str, float]) -> Snapshot:

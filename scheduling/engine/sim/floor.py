@@ -31,12 +31,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from scheduling.engine.sim.simulator import Simulator
+
 FLOOR_KIND = 6  # simulator._FLOOR
 EPS = 1e-6  # GPU-seconds: a balance this close to zero is spent
 
 
 class BudgetFloor:
-    def __init__(self, sim) -> None:
+    def __init__(self, sim: Simulator) -> None:
         self.sim = sim
         self.token = 0
         self.runs = FundedRuns()  # kept by the simulator as funded runs start and stop
@@ -183,7 +185,7 @@ class LienTargets:
     so a pass does not walk the whole backlog to find them (each node keeps a count per
     distinct lien and its sorted values, rebuilt only when the set of values changes)."""
 
-    def __init__(self, sim) -> None:
+    def __init__(self, sim: Simulator) -> None:
         self.sim = sim
         self.count: dict[str, dict[float, int]] = {}
         self._sorted: dict[str, list[float]] = {}

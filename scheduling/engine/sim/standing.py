@@ -36,12 +36,16 @@ moved runs a pass.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scheduling.engine.sim.simulator import Simulator
 
 CHECK_EVERY_S = 3600.0  # the hard window's bucket
 
 
 class Standings:
-    def __init__(self, sim) -> None:
+    def __init__(self, sim: Simulator) -> None:
         self.sim = sim
         pol = sim.policy
         self.enabled = pol.name == "fairshare" and pol.preemption
