@@ -43,7 +43,7 @@ from scheduling.engine.model import (
     PendingJob,
     Snapshot,
 )
-from scheduling.engine.pass_context import FLAT, PassContext, shape
+from scheduling.engine.pass_context import FLAT, PassContext, Segment, shape
 from scheduling.engine.pass_funded import FundedSteps
 from scheduling.engine.pass_memo import INF, MAX_VICTIM_SEARCHES_PER_POOL, Waits
 from scheduling.engine.placement import Held
@@ -154,17 +154,17 @@ class Pass(FundedSteps):
         self.budget_floor()
         self.drains()
         self.approved_reservations()
-        queue, keys, bases, segments = self._queue()
+        segments, kept = self._queue()
         lane = st.policy.interactive_pool_gpus
         interactive = []  # the lane, when some cluster has one (only they start there)
         if self.fairshare and any(gpus > 0 for gpus in lane.values()):
-            interactive = [j for j in queue if j.kind == "interactive"]
+            interactive = [j for seg in segments for j in seg[0] if j.kind == "interactive"]
         deferred: list[PendingJob] = []
         for job in interactive:
             if any(lane.get(p.cluster, 0) > 0 for p in st.pools_for(job)):
                 if not self._try_interactive(job):
                     deferred.append(job)
-        saturated = False
+        saturated = stop = False
         # A job that waits because nothing fits its pools and no search can help there
         # (``_hopeless``/``_quiet``; under a baseline, no placement) is followed by every job
         # of its shape (project, pools, GPUs) until something starts, preempts, holds, blocks
@@ -178,76 +178,74 @@ class Pass(FundedSteps):
         # With a context (and no details to report), a run of a group's jobs whose shapes
         # all hit that memo and which the project can all fund is settled at once
         # (``_skip``): each would wait for Priority and change nothing.
-        skips = segments is not None and self.fairshare and not self.details
-        seg_k, seg_start, seg_end, group, probe = 0, 0, -1, None, False
-        pos, end = -1, len(queue)
-        while pos + 1 < end:
-            pos += 1
-            job, key, base = queue[pos], keys[pos], bases[pos]
-            if skips:
-                if pos >= seg_end:
-                    while segments[seg_k][1] <= pos:
-                        seg_k += 1
-                    seg_start, seg_end, group = segments[seg_k]
-                    probe = group is not None and not group.lane
+        skips = kept and self.fairshare and not self.details
+        for queue, keys, bases, group in segments:
+            probe = skips and group is not None and not group.lane
+            pos, end = -1, len(queue)
+            while pos + 1 < end:
+                pos += 1
+                job, key, base = queue[pos], keys[pos], bases[pos]
                 if probe:
                     probe = False
-                    n = self._skip(group, pos - seg_start, waits)
+                    n = self._skip(group, pos, waits)
                     if n < 0:
                         saturated = True
                         break
                     if n:
                         pos += n - 1  # passed over: the next job visited is at pos + n
                         continue
-            if job.id in self.started or job.id in funded_fail:
-                continue
-            if key is None:  # an interactive session
-                if not self._interactive_ok(job):
-                    funded_fail[job.id] = "InteractiveLimit"
+                if job.id in self.started or job.id in funded_fail:
                     continue
-            else:  # the lane and its per-user limit are not a matter of shape
-                hit = waits.get(key)
-                if not (hit and hit[0] == self.epoch):  # a wait for its shape and lien?
-                    if base is None:
-                        base = job.gpus * protection(job)
-                    hit = waits.get((key, base))
-                funded = None
-                if hit and hit[0] == self.epoch:
-                    if hit[2]:  # fair share: can_fund in its cheapest pool, inlined
-                        left = left_of(job.project)
+                if key is None:  # an interactive session
+                    if not self._interactive_ok(job):
+                        funded_fail[job.id] = "InteractiveLimit"
+                        continue
+                else:  # the lane and its per-user limit are not a matter of shape
+                    hit = waits.get(key)
+                    if not (hit and hit[0] == self.epoch):  # a wait for its shape and lien?
                         if base is None:
                             base = job.gpus * protection(job)
-                        funded = left > 0 and left >= base * hit[2]
-                        if funded:
-                            funded_fail[job.id] = "Priority"
-                    else:
-                        funded = self._waits(job, hit[1])
-                if funded is not None:
-                    if not funded:
-                        deferred.append(job)
-                    elif self.fairshare and self._saturated():
-                        saturated = True
-                        break
-                    continue
-            epoch = self.epoch
-            funded = self._try_funded(job)  # (sets waits_in and waits_lien)
-            probe = skips and group is not None and not group.lane
-            if key is not None and self.waits_in is not None and self.epoch == epoch:
-                cheapest = 0.0  # a baseline, or a project that can fund nothing: _waits
-                if self.fairshare and job.project and job.project in st.tree.nodes:
-                    cheapest = min(st.cost(p.gpu_type) for p in self.waits_in)
-                if self.waits_lien:  # its shape with its lien (GPUs x protection) only
-                    if base is None:
-                        base = job.gpus * protection(job)
-                    key = (key, base)
-                waits[key] = (epoch, self.waits_in, cheapest)
-            if not funded:
-                deferred.append(job)
-            elif job.id not in self.started and self.fairshare and self._saturated():
-                saturated = True  # nothing can start any more: the rest simply wait
+                        hit = waits.get((key, base))
+                    funded = None
+                    if hit and hit[0] == self.epoch:
+                        if hit[2]:  # fair share: can_fund in its cheapest pool, inlined
+                            left = left_of(job.project)
+                            if base is None:
+                                base = job.gpus * protection(job)
+                            funded = left > 0 and left >= base * hit[2]
+                            if funded:
+                                funded_fail[job.id] = "Priority"
+                        else:
+                            funded = self._waits(job, hit[1])
+                    if funded is not None:
+                        if not funded:
+                            deferred.append(job)
+                        elif self.fairshare and self._saturated():
+                            saturated = True
+                            break
+                        continue
+                epoch = self.epoch
+                funded = self._try_funded(job)  # (sets waits_in and waits_lien)
+                probe = skips and group is not None and not group.lane
+                if key is not None and self.waits_in is not None and self.epoch == epoch:
+                    cheapest = 0.0  # a baseline, or a project that can fund nothing: _waits
+                    if self.fairshare and job.project and job.project in st.tree.nodes:
+                        cheapest = min(st.cost(p.gpu_type) for p in self.waits_in)
+                    if self.waits_lien:  # its shape with its lien (GPUs x protection) only
+                        if base is None:
+                            base = job.gpus * protection(job)
+                        key = (key, base)
+                    waits[key] = (epoch, self.waits_in, cheapest)
+                if not funded:
+                    deferred.append(job)
+                elif job.id not in self.started and self.fairshare and self._saturated():
+                    saturated = True  # nothing can start any more: the rest simply wait
+                    break
+                elif not self.fairshare and not self.details and self._baseline_full(queue):
+                    stop = True  # without details: the rest of the greedy queue can only wait
+                    break
+            if saturated or stop:
                 break
-            elif not self.fairshare and not self.details and self._baseline_full(queue):
-                break  # without details: the rest of the greedy queue can only wait
         unfunded = sorted({j.id: j for j in deferred}.values(), key=st.order_key)
         # An unfunded job that found no place leaves everything as it was; so does every
         # later job of its shape until something starts (the backfill rule reads only the
@@ -272,7 +270,7 @@ class Pass(FundedSteps):
                 no_place[key] = epoch
         pending = {}
         if self.details:
-            waiting = [j for j in queue if j.id not in self.started]
+            waiting = [j for seg in segments for j in seg[0] if j.id not in self.started]
             waiting += [j for j in st.snap.pending if j.held]
             pending = pending_infos(self, waiting)
         return Decisions(
@@ -286,24 +284,25 @@ class Pass(FundedSteps):
             defunded=tuple(self.defunds),
         )
 
-    def _queue(self) -> tuple[list[PendingJob], list, list, list | None]:
-        """The waiting jobs that are not held, in the policy's order, with each one's shape
-        (the walk's memo key) and GPUs x protection (None: computed when needed), and the
-        context's segments (``PassContext.queue``): from the context when one is carried
-        (under a baseline, ``PassContext.flat_queue``, without segments), else sorted here
-        (no segments)."""
+    def _queue(self) -> tuple[list[Segment], bool]:
+        """The waiting jobs that are not held, in the policy's order, as segments of the
+        queue (``PassContext.queue``: each one's jobs, their shapes, the walk's memo key,
+        their GPUs x protection, None where computed when needed, and the group, if one),
+        and whether they come from the context: under fair share, its groups; under a
+        baseline, one segment kept in its order (``PassContext.flat_queue``); else one
+        segment sorted here."""
         st = self.st
         if self.context is not None and self.fairshare:
             got = self.context.queue(st)
             if got is not None:
-                return got
+                return got, True
         elif self.context is not None and st.policy.name in FLAT:  # kept in its order
             flat = self.context.flat_queue(st)
             if flat is not None:
                 self._min_gpus = min(self.context.flat_gpus, default=1)  # (_baseline_full)
-                return *flat, None
+                return [(*flat, None)], True
         queue = st.queue(j for j in st.snap.pending if not j.held)
-        return queue, [shape(j) for j in queue], [None] * len(queue), None
+        return [(queue, [shape(j) for j in queue], [None] * len(queue), None)], False
 
     def _memory(self) -> tuple[Displacement, ...]:
         st = self.st
