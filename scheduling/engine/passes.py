@@ -309,7 +309,10 @@ class Pass(FundedSteps):
         if not st.memory and not st.new_memory:
             return ()
         kept = [d for d, _, _ in st.memory if d.by_id in st.running]
-        return tuple(kept + [d for d in st.new_memory if d.by_id in st.running])
+        new = [d for d in st.new_memory if d.by_id in st.running]
+        if not new and len(kept) == len(st.snap.displacements):
+            return st.snap.displacements  # nothing ended, left or came: the same memory
+        return tuple(kept + new)
 
 
 def run_pass(snapshot: Snapshot, details: bool = True) -> Decisions:

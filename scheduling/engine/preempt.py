@@ -26,6 +26,7 @@ import math
 from itertools import compress
 
 from scheduling.engine.model import PendingJob
+from scheduling.engine.pass_repeat import COMPILED
 from scheduling.engine.placement import Held, Pool
 from scheduling.engine.state import PassState, in_subtree
 
@@ -310,18 +311,23 @@ def _one_node(
                 best_cost = found[0]
                 best = (((held[0], gpus),), found[1])
             continue
-        unheld: tuple[int, bool, int, int, list, int, int, tuple, tuple] = row
+        unheld: tuple[int, bool, int, int, list, int, int, tuple[str, ...], tuple[int, ...]] = row
         i, _, size, f, yieldable, total, unfunded, projects, their_gpus = unheld
         if size < gpus or f >= gpus or f + total < gpus:
             continue  # (f >= gpus: find() would have placed it)
         if best_cost is not None and (0 if f + unfunded >= gpus else 1, 1, gpus - f) >= (best_cost):
             continue
         rule = below if rules is None else rules.get(i, below)
-        if (
-            rule is not None
-            and f + unfunded + sum(compress(their_gpus, map(rule.__getitem__, projects))) < gpus
-        ):
-            continue  # even every funded candidate the rank test allows is not enough
+        if rule is not None:  # even every funded candidate the rank test allows is not enough?
+            allowed = f + unfunded
+            if COMPILED:  # a native loop (see pass_repeat.COMPILED)
+                for k in range(len(projects)):
+                    if rule[projects[k]]:
+                        allowed += their_gpus[k]
+            else:
+                allowed += sum(compress(their_gpus, map(rule.__getitem__, projects)))
+            if allowed < gpus:
+                continue
         found = _node_victims(f, yieldable, gpus, rule)
         if found is None:
             continue

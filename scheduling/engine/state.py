@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 from scheduling.engine.model import Displacement, Node, PendingJob, RunningJob, Snapshot
@@ -30,6 +31,9 @@ PRIORITY_LEVELS = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
 
 
 _LAST_LAYOUT: list = [None, None]  # the last nodes tuple asked about, and its layout
+# PassState._live_memory's last answer: the displacements, running jobs and policy it was
+# for, the clock's range over which it holds, the memory in force and (once built) it by side
+_LAST_MEMORY: list = [None, None, None, 0.0, -1.0, None, None]
 
 
 def _layout(nodes: tuple[Node, ...]) -> dict[tuple[str, str], tuple[list, list, list]]:
@@ -102,23 +106,42 @@ class PassState:
         self._rank_of = {path: n.rank for path, n in self.tree.nodes.items()}
         self._user_usage = snap.user_usage_gpu_s
         self._pool_cache: dict[tuple[str | None, str | None], list[Pool]] = {}
-        self.memory = self._live_memory(snap)
-        self._shielded: dict[str, frozenset[str]] = {}
         self._memory_by_side: dict[str, dict[str, list[str]]] | None = None
+        self.memory = self._live_memory(snap)  # (may set the above)
+        self._shielded: dict[str, frozenset[str]] = {}
         self.new_memory: list[Displacement] = []
 
     def _live_memory(self, snap: Snapshot) -> list[tuple[Displacement, str, str]]:
         """Displacements still in force: (entry, victim side, displacer side), the two
-        siblings at the first level where the victim's and the displacer's paths differ."""
+        siblings at the first level where the victim's and the displacer's paths differ.
+        The last answer is given again (``_LAST_MEMORY``) for the same memory, running jobs
+        and policy (the simulator hands every pass the same tuples until one changes) while
+        the clock crosses no entry's end: the answer reads nothing else."""
+        now, last = self.now, _LAST_MEMORY
+        if (
+            snap.displacements is last[0]
+            and snap.running is last[1]
+            and snap.policy is last[2]
+            and last[3] <= now < last[4]
+        ):
+            self._memory_by_side = last[6]
+            return last[5]
         out = []
         until = self.policy.displacement_memory_s
+        lo, hi = -math.inf, math.inf  # the latest end passed, the earliest end to come
         for d in snap.displacements:
+            end = d.at_s + until
+            if now >= end:
+                lo = max(lo, end)
+                continue
+            hi = min(hi, end)
             by = self.running.get(d.by_id)
-            if by is None or not by.funded or self.now >= d.at_s + until:
+            if by is None or not by.funded:
                 continue
             sides = first_difference(d.victim_project, d.by_project)
             if sides is not None:
                 out.append((d, sides[0], sides[1]))
+        last[:] = [snap.displacements, snap.running, snap.policy, lo, hi, out, None]
         return out
 
     def shielded_from(self, preemptor: str) -> frozenset[str]:
@@ -138,6 +161,8 @@ class PassState:
             for d, victim_side, by_side in self.memory:
                 sides = by_victim_side.setdefault(victim_side, {})
                 sides.setdefault(by_side, []).append(d.by_id)
+            if _LAST_MEMORY[5] is self.memory:  # (kept with it: built from it alone)
+                _LAST_MEMORY[6] = by_victim_side
         release = self.policy.displacement_release_lfs
         nodes = self.tree.nodes
         shield: set[str] = set()
