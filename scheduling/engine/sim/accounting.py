@@ -50,7 +50,11 @@ class Accounting:
     _budget_nodes: dict[str, BudgetNode]
     _running_tuple: tuple | None
     rate: dict[str, float]
-    liens: dict[str, tuple[float, int, float, tuple[str, ...]]]  # run -> until, GPUs, cost, chain
+    # run -> until, GPUs, cost, its chain's places in ``slot``
+    liens: dict[str, tuple[float, int, float, tuple[int, ...]]]
+    slot: dict[str, int]  # every budget node and implicit parent -> its place in a list
+    up_slots: dict[str, tuple[int, ...]]  # ``up`` by place
+    grant_slots: list[tuple[str, float, int]]  # (node, grant, place), in grants' order
     lien_ends: list[tuple[float, str]]
     user_rate: dict[tuple[str, str], float]
     unfunded_rate: dict[str, float]
@@ -120,12 +124,14 @@ class Accounting:
     def remaining(self, t: float) -> dict[str, float]:
         """Each budget node's grant minus what its subtree spent this period and holds in
         liens (the unspent part of running funded jobs' protected windows)."""
-        # (a plain dict, not a defaultdict: the compiled engine reads and writes it natively)
-        used: dict[str, float] = {}
-        up = self.up
+        # Summed per node in a list, by the node's place in ``slot`` (the compiled engine
+        # indexes it natively; a dict keyed by path cost two lookups per addition), in the
+        # order the sums were always made, so every balance comes out the same.
+        slot, up = self.slot, self.up_slots
+        used = [0.0] * len(slot)
         for p, spent in self.spent.items():
-            for anc in up.get(p, ()):
-                used[anc] = used.get(anc, 0.0) + spent
+            for k in up.get(p, ()):
+                used[k] += spent
         # the funded runs in running order (``_rates`` keeps them), so every sum is the same;
         # a run whose protection has ended holds no lien again (the clock only moves on)
         liens, ends = self.liens, self.lien_ends
@@ -138,9 +144,9 @@ class Accounting:
             until, gpus, cost, chain = lien_of
             if until > t:
                 lien = (until - t) * gpus * cost
-                for anc in chain:
-                    used[anc] = used.get(anc, 0.0) + lien
-        return {p: grant - used.get(p, 0.0) for p, grant in self.grants.items()}
+                for k in chain:
+                    used[k] += lien
+        return {p: grant - used[k] for p, grant, k in self.grant_slots}
 
     def _snapshot(self, t: float, remaining: dict[str, float]) -> Snapshot:
         usage = self._usage_now(t)
@@ -241,7 +247,12 @@ class Accounting:
             # defunded one comes back unfunded), so ``liens`` holds the funded runs in
             # ``running``'s order: ``remaining`` adds their liens in the order it always has.
             if sign > 0:
-                self.liens[r.id] = (r.protected_until_s, r.gpus, cost, chain)
+                self.liens[r.id] = (
+                    r.protected_until_s,
+                    r.gpus,
+                    cost,
+                    self.up_slots.get(r.project, ()),
+                )
                 heapq.heappush(self.lien_ends, (r.protected_until_s, r.id))
             else:
                 self.liens.pop(r.id, None)  # (gone already if its protection had ended)

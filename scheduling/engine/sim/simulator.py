@@ -93,6 +93,11 @@ class Simulator(JobLifecycle):
         self.grants = {b.path: b.gpu_hours * 3600.0 for b in scenario.budgets}
         # every budget node with itself and its ancestors: spending rolls up the tree
         self.up = {p: _ancestors(p) for p in self.grants}
+        self.slot = {
+            a: k for k, a in enumerate(dict.fromkeys(a for c in self.up.values() for a in c))
+        }
+        self.up_slots = {p: tuple(self.slot[a] for a in chain) for p, chain in self.up.items()}
+        self.grant_slots = [(p, g, self.slot[p]) for p, g in self.grants.items()]
         self.shares = {b.path: b.share for b in scenario.budgets}
         self.leaves = {b.path for b in scenario.budgets} - {
             b.path.rsplit("/", 1)[0] for b in scenario.budgets if "/" in b.path
