@@ -80,39 +80,39 @@ def test_the_kept_memory_is_the_memory_worked_out_afresh_as_the_clock_moves_both
     assert kept_hits > 100 and recomputed > 100  # both ways taken, often
 
 
-def test_other_running_jobs_or_policy_are_not_answered_from_the_kept_memory():
-    policy = Policy(displacement_memory_s=MEMORY_S)
+def _two_displacers(first_at: float, second_at: float):
+    """Two funded runs, each having displaced the other's side: (running, memory)."""
     running = (run("r1", "a/x", 8, "c-00"), run("r2", "b/z", 8, "c-01"))
     memory = (
-        Displacement("v1", "b/z", "r1", "a/x", 8_000.0),
-        Displacement("v2", "a/x", "r2", "b/z", 8_500.0),
+        Displacement("v1", "b/z", "r1", "a/x", first_at),
+        Displacement("v2", "a/x", "r2", "b/z", second_at),
     )
-    first = snap(nodes(2), TREE, running=running, now=9_000.0, policy=policy, displacements=memory)
+    return running, memory
+
+
+def _at(now: float, running, memory, policy: Policy):
+    return snap(nodes(2), TREE, running=running, now=now, policy=policy, displacements=memory)
+
+
+def test_other_running_jobs_or_policy_are_not_answered_from_the_kept_memory():
+    policy = Policy(displacement_memory_s=MEMORY_S)
+    running, memory = _two_displacers(8_000.0, 8_500.0)
+    first = _at(9_000.0, running, memory, policy)
     assert len(PassState(first).memory) == 2
-    fewer = snap(
-        nodes(2), TREE, running=running[1:], now=9_000.0, policy=policy, displacements=memory
-    )
+    fewer = _at(9_000.0, running[1:], memory, policy)
     assert [m[0] for m in PassState(fewer).memory] == [memory[1]]
     assert len(PassState(first).memory) == 2
-    shorter = Policy(displacement_memory_s=700.0)
-    other = snap(nodes(2), TREE, running=running, now=9_000.0, policy=shorter, displacements=memory)
+    other = _at(9_000.0, running, memory, Policy(displacement_memory_s=700.0))
     assert [m[0] for m in PassState(other).memory] == [memory[1]]
 
 
 def test_a_pass_that_changes_nothing_in_the_memory_hands_back_the_snapshots_tuple():
     policy = Policy(displacement_memory_s=MEMORY_S)
-    running = (run("r1", "a/x", 8, "c-00"), run("r2", "b/z", 8, "c-01"))
-    memory = (
-        Displacement("v1", "b/z", "r1", "a/x", 1_000.0),
-        Displacement("v2", "a/x", "r2", "b/z", 3_000.0),
-    )
-    at = snap(nodes(2), TREE, running=running, now=4_000.0, policy=policy, displacements=memory)
-    assert run_pass(at, details=False).displacements is memory
+    running, memory = _two_displacers(1_000.0, 3_000.0)
+    assert run_pass(_at(4_000.0, running, memory, policy), details=False).displacements is memory
     # at 4,600 s the first entry has ended: a new tuple without it
-    later = snap(nodes(2), TREE, running=running, now=4_600.0, policy=policy, displacements=memory)
-    assert run_pass(later, details=False).displacements == (memory[1],)
+    later = run_pass(_at(4_600.0, running, memory, policy), details=False)
+    assert later.displacements == (memory[1],)
     # its displacer gone: a new tuple without it
-    gone = snap(
-        nodes(2), TREE, running=running[1:], now=4_000.0, policy=policy, displacements=memory
-    )
-    assert run_pass(gone, details=False).displacements == (memory[1],)
+    gone = run_pass(_at(4_000.0, running[1:], memory, policy), details=False)
+    assert gone.displacements == (memory[1],)
