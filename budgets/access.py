@@ -22,8 +22,8 @@ from django.db.models import Exists, OuterRef, Q
 from django.http import Http404
 
 from budgets.models import BudgetNode, Role, RoleKind
-from portal.parsing import parse_id
-from portal.raw_rows import reading, table
+from core.parsing import parse_id
+from core.raw_rows import reading, table
 
 CLUSTER_ADMIN_GROUP = "cluster-admins"
 EDITING_BELOW = {RoleKind.PROGRAM_MANAGER, RoleKind.PROJECT_LEAD}

@@ -15,7 +15,7 @@ from django.db import transaction
 from budgets.access import forget_roles
 from budgets.models import AuditAction, AuditEntry, BudgetNode, Role
 from budgets.rolemap import MappedRole
-from portal.logs import event
+from core.logs import event
 
 log = logging.getLogger(__name__)
 SOURCE = "single sign-on"

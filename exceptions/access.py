@@ -14,7 +14,7 @@ from django.http import Http404
 from budgets import access as budget_access
 from exceptions import approvers
 from exceptions.models import ExceptionRequest, State
-from portal.parsing import parse_id
+from core.parsing import parse_id
 
 
 def visible_requests(user):

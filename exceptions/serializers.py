@@ -2,7 +2,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from exceptions.models import ExceptionRequest, Kind
-from portal.parsing import MAX_DB_INT
+from core.parsing import MAX_DB_INT
 
 
 def _optional(field_class, help_text=None, **kwargs):

@@ -17,7 +17,7 @@ from budgets.errors import BudgetValidationError
 from budgets.models import BudgetNode
 from exceptions.errors import ExceptionPermissionError, ExceptionValidationError
 from exceptions.models import OPEN_STATES, ExceptionRequest, Kind
-from portal.parsing import parse_id, parse_int
+from core.parsing import parse_id, parse_int
 
 MAX_JUSTIFICATION = 4000
 

@@ -3,7 +3,7 @@
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from portal.parsing import parse_int
+from core.parsing import parse_int
 
 
 def _first_field_error(detail, prefix=""):

@@ -12,8 +12,8 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from budgets.rolemap import parse_role_map
-from portal.env import env_bool, env_int, env_list, env_str
-from portal.logs import logging_config
+from core.env import env_bool, env_int, env_list, env_str
+from core.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("ALLOT_VAR_DIR", str(BASE_DIR / "var")))
@@ -89,8 +89,8 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Django's SQLite backend, with a process's writers queueing for the write lock in turn
-    # instead of racing SQLite's busy handler (see portal/sqlite/base.py).
-    DATABASES["default"]["ENGINE"] = "portal.sqlite"
+    # instead of racing SQLite's busy handler (see core/sqlite/base.py).
+    DATABASES["default"]["ENGINE"] = "core.sqlite"
     # Several processes (web, worker, beat) share the demo database: wait for locks.
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 20,
@@ -276,7 +276,7 @@ ALLOT_GPU_TELEMETRY_TIMEOUT_S = env_int("ALLOT_GPU_TELEMETRY_TIMEOUT_S", 10)
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "allot@localhost")
 
-# LOG_FORMAT=json: one JSON object a line, for web, workers and beat alike (portal/logs.py).
+# LOG_FORMAT=json: one JSON object a line, for web, workers and beat alike (core/logs.py).
 LOGGING = logging_config(env_str("LOG_FORMAT", "text"), env_str("LOG_LEVEL", "INFO"))
 
 # --- Single sign-on (OpenID Connect, mozilla-django-oidc; portal/sso) --------------------------

@@ -24,7 +24,7 @@ from knox.models import AuthToken
 from knox.settings import CONSTANTS, knox_settings
 from rest_framework import exceptions
 
-from portal.raw_rows import reading, table
+from core.raw_rows import reading, table
 
 # knox writes 64 hex characters (a prefix is not configured); anything else is not a token.
 TOKEN_SHAPE = re.compile(r"[0-9a-f]{64}")

@@ -9,7 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import Http404
 
-from portal.parsing import parse_id
+from core.parsing import parse_id
 from scheduling.models import Cluster, Job, Node
 
 

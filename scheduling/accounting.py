@@ -23,8 +23,8 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from portal.faults import fault_point
-from portal.logs import event
+from core.faults import fault_point
+from core.logs import event
 from scheduling import liens, pricing
 from scheduling.models import Job, JobEvent
 
@@ -197,7 +197,7 @@ def _write_charges(planned: list) -> int:
     holds what was read), insert the new ledger rows (one INSERT) and shrink the open liens
     by what was charged (one UPDATE). Returns GPU-seconds charged."""
     from budgets.models import Lien, UsageEntry
-    from portal.bulk_sql import insert_many, update_many
+    from core.bulk_sql import insert_many, update_many
 
     if not planned:
         return 0

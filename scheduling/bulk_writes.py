@@ -4,7 +4,7 @@ running jobs' explanations.
 Django's ``bulk_update`` sends one ``UPDATE ... SET col = CASE WHEN id = 1 THEN ... WHEN id = 2
 THEN ...`` per column per batch: building and parsing those expressions cost 5.1 of a 5.7 s
 refill pass over 4,700 waiting jobs (issue 12). Instead one statement per report through
-``portal.bulk_sql.update_many``: on PostgreSQL an ``UPDATE ... FROM jsonb_array_elements(%s)``
+``core.bulk_sql.update_many``: on PostgreSQL an ``UPDATE ... FROM jsonb_array_elements(%s)``
 whose rows travel as one JSON parameter, elsewhere (SQLite) ``executemany`` of one plain
 ``UPDATE ... WHERE id = %s``.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from portal.bulk_sql import update_many
+from core.bulk_sql import update_many
 from scheduling.models import Job
 
 WAITING_FIELDS = ("pending_code", "pending_message", "queue_position", "estimated_start")

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from django.db import connection, transaction
 from django.utils import timezone
 
-from portal.faults import fault_point
-from portal.logs import event
+from core.faults import fault_point
+from core.logs import event
 from scheduling import enqueue
 from scheduling.backends.base import (
     Backend,

@@ -12,7 +12,7 @@ import importlib
 from celery import current_app
 from django.db import transaction
 
-from portal.faults import fault_point
+from core.faults import fault_point
 
 DISPATCH_START = "scheduling.tasks.dispatch_start"
 DISPATCH_STARTS = "scheduling.tasks.dispatch_starts"

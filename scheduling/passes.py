@@ -30,8 +30,8 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from portal.faults import fault_point
-from portal.logs import event
+from core.faults import fault_point
+from core.logs import event
 from scheduling.apply import apply_decisions, split_decisions
 from scheduling.engine import schedule
 from scheduling.models import Cluster, Job

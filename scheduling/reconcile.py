@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 from django.db import transaction
 from django.utils import timezone
 
-from portal.faults import fault_point
-from portal.logs import event
+from core.faults import fault_point
+from core.logs import event
 from scheduling import accounting
 from scheduling.backends.base import (
     Backend,

@@ -1,7 +1,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from portal.representation import PlannedRepresentation
+from core.representation import PlannedRepresentation
 from scheduling import job_env
 from scheduling.access import can_see_command
 from scheduling.errors import JobValidationError
@@ -54,7 +54,7 @@ class JobSubmitSerializer(serializers.Serializer):
 
 class JobSerializer(PlannedRepresentation, serializers.ModelSerializer):
     """A job as the API shows it: the answer to every submission and each job of a list, so
-    its fields are resolved once per process (``portal.representation``, issue 12 point 3)."""
+    its fields are resolved once per process (``core.representation``, issue 12 point 3)."""
 
     owner = serializers.CharField(source="owner.username", read_only=True)
     project = serializers.SerializerMethodField()

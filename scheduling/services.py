@@ -11,8 +11,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from portal.insert_linked import insert_linked
-from portal.raw_rows import reading, table
+from core.insert_linked import insert_linked
+from core.raw_rows import reading, table
 from scheduling import identity, job_env
 from scheduling.errors import JobPermissionError, JobValidationError
 from scheduling.models import Cluster, Job, JobEvent, Node
@@ -134,7 +134,7 @@ def validate_request(user, request: JobRequest) -> tuple[Cluster, object]:
 def submit_job(user, request: JobRequest) -> Job:
     """Queue a job. The next scheduling pass decides its funding and placement.
 
-    The job and its first event are one statement (``portal.insert_linked``: a submission is
+    The job and its first event are one statement (``core.insert_linked``: a submission is
     the API's hottest write, issue 12 point 3). A min runtime above the cap adds an event that
     names the job's own request page, so that one is written after, in the same transaction."""
     cluster, project = validate_request(user, request)

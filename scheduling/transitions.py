@@ -70,14 +70,14 @@ def transition(job: Job, target: str, at: datetime, message: str = "", **fields)
 
 def transition_many(moves: list[tuple[Job, str, dict]], target: str, at: datetime) -> None:
     """``transition`` for many jobs at once (a pass's starts), in two statements: one
-    conditional UPDATE of every row (``portal.bulk_sql``: each row's fields, only where the
+    conditional UPDATE of every row (``core.bulk_sql``: each row's fields, only where the
     state is still the one read) and one INSERT of the events. ``moves`` holds (job, event
     message, fields); every job is in the same state and gets the same set of fields.
 
     As with ``transition``, a job another transaction changed first makes this raise
     InvalidTransition (the caller's transaction then rolls back: nothing is half-applied).
     """
-    from portal.bulk_sql import update_many
+    from core.bulk_sql import update_many
 
     if not moves:
         return

@@ -31,7 +31,7 @@ import json, os, time
 import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 django.setup()
-from portal.sqlite import base
+from core.sqlite import base
 held, began = [], {}
 start = base.DatabaseWrapper._start_transaction_under_autocommit
 set_auto = base.DatabaseWrapper._set_autocommit

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from budgets.api import ERROR, raise_for
 from budgets.errors import BudgetError
-from portal.parsing import parse_id
+from core.parsing import parse_id
 from whatif import services
 from whatif.models import Preview
 from whatif.proposal import ScopeError

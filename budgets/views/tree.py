@@ -14,7 +14,7 @@ from budgets import access, forms, services
 from budgets.balances import tree_stats
 from budgets.errors import BudgetError, BudgetValidationError, ConflictError
 from budgets.periods import BudgetPeriod
-from portal.parsing import parse_int
+from core.parsing import parse_int
 
 TEMPLATE = "budgets/tree.html"
 

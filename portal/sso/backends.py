@@ -12,7 +12,7 @@ from django.core.exceptions import PermissionDenied, SuspiciousOperation, Valida
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from portal import sso
-from portal.logs import event
+from core.logs import event
 from portal.sso import discovery
 
 log = logging.getLogger(__name__)

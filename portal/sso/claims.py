@@ -4,7 +4,7 @@ import logging
 
 from django.conf import settings
 
-from portal.logs import event
+from core.logs import event
 
 log = logging.getLogger(__name__)
 PROFILE = {"email": "email", "given_name": "first_name", "family_name": "last_name"}

@@ -15,7 +15,7 @@ from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthen
 
 from portal import sso
 from portal.forms import LoginForm
-from portal.logs import event
+from core.logs import event
 from portal.sso import discovery
 
 log = logging.getLogger(__name__)

@@ -1,9 +1,9 @@
-"""Odd input answers 4xx, never 5xx: ids and numbers parsed once (portal.parsing), pagination
+"""Odd input answers 4xx, never 5xx: ids and numbers parsed once (core.parsing), pagination
 capped, NUL bytes refused naming the field, every text field bounded."""
 
 import pytest
 
-from portal.parsing import parse_id, parse_int
+from core.parsing import parse_id, parse_int
 
 SUPERSCRIPT = "²"
 HUGE = "9" * 5000

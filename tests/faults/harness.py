@@ -3,7 +3,7 @@
 Workers run the prefork pool with one child, so there are two ways to kill one, both SIGKILL:
 the whole worker (master and child: a lost machine; restarted by the driver, cold) and the pool
 child that executes the task (the master forks a new one). A worker may also be started with
-``ALLOT_FAULT_POINTS`` naming one fault point (portal/faults.py): its child then kills itself
+``ALLOT_FAULT_POINTS`` naming one fault point (core/faults.py): its child then kills itself
 there, at a random hit, as often as it gets there, until the driver restarts the worker clean.
 """
 

@@ -3,7 +3,7 @@ import os
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from portal import env
+from core import env
 
 
 def test_env_bool_rejects_garbage_naming_the_variable(monkeypatch):

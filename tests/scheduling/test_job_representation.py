@@ -1,5 +1,5 @@
 """The API's jobs are DRF's jobs: ``JobSerializer`` answers from a plan made once per class
-(``portal.representation``, issue 12 point 3), and every answer must equal what DRF's own
+(``core.representation``, issue 12 point 3), and every answer must equal what DRF's own
 ``to_representation`` gives for the same job and viewer, in every state a job reaches."""
 
 import pytest
@@ -7,7 +7,7 @@ from django.test import RequestFactory
 from rest_framework import serializers
 from rest_framework.request import Request
 
-from portal.representation import PlannedRepresentation
+from core.representation import PlannedRepresentation
 from scheduling import services
 from scheduling.models import Job
 from scheduling.serializers import JobSerializer

@@ -1,5 +1,5 @@
 """A worker killed (SIGKILL) in the middle of the live loop, through the real fault points
-(portal/faults.py), on the shared PostgreSQL: what it held must not outlive it."""
+(core/faults.py), on the shared PostgreSQL: what it held must not outlive it."""
 
 import os
 import signal

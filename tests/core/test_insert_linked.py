@@ -10,7 +10,7 @@ from django.db.models import signals
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from portal.insert_linked import insert_linked
+from core.insert_linked import insert_linked
 from scheduling.models import Job, JobEvent
 from tests.scheduling.conftest import make_cluster
 

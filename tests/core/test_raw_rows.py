@@ -1,4 +1,4 @@
-"""``portal.raw_rows`` builds instances from hand-written SQL for the lookups every API call
+"""``core.raw_rows`` builds instances from hand-written SQL for the lookups every API call
 makes (issue 12, point 3): each must equal the ORM's instance, field by field, whatever the
 column types (JSON, datetimes, floats, nulls) and whatever the table's own column order."""
 
@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 from django.db import connection
 
-from portal.raw_rows import reading, table
+from core.raw_rows import reading, table
 from scheduling.models import Cluster, Job
 from scheduling.services import _cluster_for
 from tests.scheduling.conftest import make_cluster, submit_many

@@ -8,7 +8,7 @@ import logging
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.logs import TaskContext, event, formatter, logging_config
+from core.logs import TaskContext, event, formatter, logging_config
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The demo's SQLite backend (portal/sqlite): many threads of one process writing at once each
+"""The demo's SQLite backend (core/sqlite): many threads of one process writing at once each
 get the write lock in turn. With SQLite's busy handler alone some waited out the whole timeout
 while others kept winning ("database is locked"); a 1 s timeout and 16 threads show it.
 
@@ -51,7 +51,7 @@ def test_many_threads_writing_at_once_on_sqlite_all_get_their_turn(tmp_path):
         env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     report = json.loads(out.stdout.strip().splitlines()[-1])
-    assert report["backend"] == "portal.sqlite.base"
+    assert report["backend"] == "core.sqlite.base"
     assert report["failed"] == 0, report["failures"]
     assert report["rows"] == 16 * 25
 
@@ -60,7 +60,7 @@ def test_the_write_lock_goes_to_its_waiters_in_arrival_order_and_a_wait_can_run_
     import threading
     import time
 
-    from portal.sqlite.base import FairLock
+    from core.sqlite.base import FairLock
 
     lock, order = FairLock(), []
     assert lock.acquire(timeout=1)
