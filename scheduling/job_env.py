@@ -7,8 +7,9 @@ things, through :func:`check_env` in the submission service.
 
 The rules, and why:
 
-* names are shell names (``^[A-Za-z_][A-Za-z0-9_]*$``, 128 characters at most): anything else
-  cannot be exported from a shell script and is refused by Kubernetes' validation too;
+* names are shell names (the whole name matches ``[A-Za-z_][A-Za-z0-9_]*``, 128 characters
+  at most; a final newline too is refused): anything else cannot be exported from a shell
+  script and is refused by Kubernetes' validation too;
 * names that belong to the platform are refused: Allot's own (``ALLOT_``), the scheduler's
   (``SLURM_``, and ``SBATCH_``/``SRUN_``/``SALLOC_``, which steer the job's own ``srun`` steps),
   Kubernetes' service links (``KUBERNETES_``), the job's rank (``JOB_COMPLETION_INDEX``) and
@@ -31,7 +32,7 @@ import re
 
 from scheduling.errors import JobValidationError
 
-NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # fullmatch: "$" would pass "NAME\n"
 MAX_NAME = 128
 MAX_VARS = 64
 MAX_VALUE_BYTES = 4096
@@ -46,7 +47,7 @@ def _refuse(message: str) -> None:
 
 
 def check_name(name: str) -> None:
-    if not isinstance(name, str) or not NAME.match(name) or len(name) > MAX_NAME:
+    if not isinstance(name, str) or not NAME.fullmatch(name) or len(name) > MAX_NAME:
         _refuse(
             f"{str(name)[:80]!r} is not a variable name (letters, digits and _, not starting "
             f"with a digit, {MAX_NAME} characters at most)"

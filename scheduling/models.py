@@ -71,8 +71,9 @@ class Node(models.Model):
         return self.name
 
 
-# POSIX's portable user names, as Debian's useradd accepts them; never root.
-POSIX_NAME_PATTERN = r"^[a-z_][a-z0-9_-]{0,31}$"
+# POSIX's portable user names, as Debian's useradd accepts them; never root. \Z, not $: "$"
+# also matches before a final newline, and "alice\n" is no user name.
+POSIX_NAME_PATTERN = r"\A[a-z_][a-z0-9_-]{0,31}\Z"
 
 
 class PosixAccount(models.Model):
@@ -89,7 +90,7 @@ class PosixAccount(models.Model):
         unique=True,
         validators=[
             RegexValidator(POSIX_NAME_PATTERN, "a POSIX user name: a-z, 0-9, _ and -"),
-            RegexValidator(r"^root$", "jobs never run as root", inverse_match=True),
+            RegexValidator(r"\Aroot\Z", "jobs never run as root", inverse_match=True),
         ],
     )
     uid = models.PositiveIntegerField(null=True, blank=True, unique=True)

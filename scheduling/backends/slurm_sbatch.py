@@ -50,7 +50,7 @@ def sbatch_args(spec: LaunchSpec, comment: str, options: dict[str, str]) -> list
     return args  # the script comes on standard input: batch_script(spec)
 
 
-SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # always fullmatch: "$" passes "NAME\n"
 
 
 def batch_script(spec: LaunchSpec) -> str:
@@ -64,7 +64,7 @@ def batch_script(spec: LaunchSpec) -> str:
     ``--array`` would run GPU work Allot never placed)."""
     lines = ["#!/bin/sh", "# Written by Allot: sbatch reads no #SBATCH line past the next.", ":"]
     for name, value in spec.env.items():
-        if not SHELL_NAME.match(name) or "\0" in value:  # checked at submission; never trusted
+        if not SHELL_NAME.fullmatch(name) or "\0" in value:  # checked at submission; never trusted
             raise BackendError(f"slurm: job {spec.job_id}: env: {name[:80]!r} cannot be exported")
         lines.append(f"export {name}={shlex.quote(value)}")
     lines.append(spec.command or "true")
