@@ -182,6 +182,12 @@ REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
     "rest_framework.authentication.SessionAuthentication",
 ]
 REST_FRAMEWORK["DEFAULT_PAGINATION_CLASS"] = "portal.api.Pagination"
+# JSON nested past a few levels or holding a lone surrogate is a 400 before any view runs.
+REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = [
+    "portal.parsers.SafeJSONParser",
+    "rest_framework.parsers.FormParser",
+    "rest_framework.parsers.MultiPartParser",
+]
 # Token minting is also rate-limited per client address, failed or not.
 REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {
     "token": env_str("ALLOT_TOKEN_RATE", "30/min"),
