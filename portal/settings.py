@@ -244,6 +244,10 @@ if ALLOT_BUDGET_PERIOD not in {"month", "quarter"}:
     raise ImproperlyConfigured("ALLOT_BUDGET_PERIOD must be 'month' or 'quarter'")
 ALLOT_FAIRSHARE_WINDOW_DAYS = env_int("ALLOT_FAIRSHARE_WINDOW_DAYS", 7)
 ALLOT_MAX_MIN_RUNTIME_S = env_int("ALLOT_MAX_MIN_RUNTIME_S", 8 * 3600)
+# Jobs never run as the service account the worker uses on the clusters (nor as whoever this
+# process runs as), root, or a uid below ALLOT_MIN_JOB_UID (scheduling.job_accounts).
+ALLOT_SERVICE_USER = env_str("ALLOT_SERVICE_USER", "allot")
+ALLOT_MIN_JOB_UID = env_int("ALLOT_MIN_JOB_UID", 1000)
 ALLOT_REQUIRE_SERVICES = env_bool("ALLOT_REQUIRE_SERVICES", default=False)
 ALLOT_DISCOVERY_TIMEOUT_S = env_int(
     "ALLOT_DISCOVERY_TIMEOUT_S", 120

@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from scheduling.errors import JobValidationError
+from scheduling.job_accounts import refusal
 from scheduling.models import Cluster, PosixAccount
 
 REAL_BACKENDS = (Cluster.Backend.SLURM, Cluster.Backend.KUBERNETES)
@@ -27,6 +28,9 @@ def problem(user, cluster: Cluster) -> str:
             f"{user.get_username()} has none; ask an administrator to set one "
             "(manage.py posix_account)"
         )
+    refused = refusal(account.name, account.uid)
+    if refused:
+        return f"cluster {cluster.name}: {user.get_username()}'s POSIX account: {refused[1]}"
     if cluster.backend == Cluster.Backend.KUBERNETES and (account.uid is None or not account.gid):
         return (
             f"cluster {cluster.name} runs pods as their owner's uid and gid, and "

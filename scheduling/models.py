@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
@@ -111,6 +112,13 @@ class PosixAccount(models.Model):
     def __str__(self) -> str:
         ids = f" ({self.uid}:{self.gid})" if self.uid is not None else ""
         return f"{self.name}{ids}"
+
+    def clean(self) -> None:
+        from scheduling.job_accounts import refusal
+
+        refused = refusal(self.name, self.uid)
+        if refused:
+            raise ValidationError({refused[0]: refused[1]})
 
 
 JOB_STATES = ["pending", "running", "preempted", "completed", "failed", "cancelled"]
