@@ -15,7 +15,7 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
 from portal import sso
-from portal.tokens import issue_token
+from portal.tokens import client_address, issue_token
 
 
 class Credentials(serializers.Serializer):
@@ -31,6 +31,11 @@ class TokenThrottle(SimpleRateThrottle):
 
     def get_rate(self):
         return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)  # read now, not at import
+
+    def get_ident(self, request):
+        """The address axes also counts (portal.tokens.client_address): DRF's own reading
+        takes a client-written X-Forwarded-For unless NUM_PROXIES is set, and is read once."""
+        return client_address(request) or ""
 
     def get_cache_key(self, request, view):
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}

@@ -204,7 +204,9 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if ALLOT_BEHIND_PR
 # The client's address for login throttling: the socket's, or behind the one proxy, the
 # address that proxy appended to X-Forwarded-For (never one a client wrote itself).
 AXES_CLIENT_IP_CALLABLE = "portal.tokens.client_address"
-REST_FRAMEWORK["NUM_PROXIES"] = 1 if ALLOT_BEHIND_PROXY else None
+# DRF's own reading (any throttle not keyed by client_address): None would trust a client's
+# X-Forwarded-For whole; 0 takes the socket's peer.
+REST_FRAMEWORK["NUM_PROXIES"] = 1 if ALLOT_BEHIND_PROXY else 0
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # no form or API body of Allot's needs more
 
 # --- Celery -------------------------------------------------------------------------------------
