@@ -266,7 +266,8 @@ class SlurmBackend(Backend):
                 return self._release(held, spec)
         comment = self._comment(spec)
         args = sbatch_args(spec, comment, self.options)
-        script = batch_script(spec)  # on stdin: see batch_script for why not --wrap
+        # on stdin: see batch_script for why not --wrap
+        script = batch_script(spec, self.options.get("workdir", ""))
         result = self.runner.run(self._as(spec.posix_user, args), input=script)
         external_id = parse_sbatch_parsable(result.stdout)
         try:
