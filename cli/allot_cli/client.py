@@ -67,13 +67,23 @@ class Client:
             return body[:limit]
         rows = list(body.get("results", []))
         while body.get("next") and len(rows) < limit:
-            following = httpx.URL(body["next"])
-            if following.host and following.host != self.http.base_url.host:
-                # The token goes only to the server the user logged in to.
-                raise Refused(f"the server sent the next page to another host: {following.host}")
+            following = self.http.base_url.join(httpx.URL(body["next"]))
+            if _origin(following) != _origin(self.http.base_url):
+                # The token goes only to the origin the user logged in to: another port of the
+                # same host is another service, and plain http is readable on the way.
+                raise Refused(
+                    "the server sent the next page to another host, port or scheme: "
+                    f"{following.scheme}://{following.netloc.decode('ascii', 'replace')}"
+                )
             body = self.request("GET", following)
             rows.extend(body.get("results", []))
         return rows[:limit]
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    """Scheme, host and port (httpx folds a scheme's default port to None and the host to
+    lower case), the way a browser's same-origin rule compares them."""
+    return (url.scheme, url.host, url.port)
 
 
 def _json(response):
