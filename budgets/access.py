@@ -47,7 +47,7 @@ def _roles(user) -> list[tuple[str, str | None]]:
 
 # The roles with their nodes' paths, and the admin group's membership, in one statement. Plain
 # SQL: every API call and page asks, and composing this union through the ORM cost more
-# Python than the rest of a submission's lookups (issue 12, point 3).
+# Python than the rest of a submission's lookups (see docs/benchmarks.md, "API submissions").
 _ROLES_SQL = (
     f"SELECT r.role, n.path FROM {Role._meta.db_table} r "
     f"LEFT JOIN {BudgetNode._meta.db_table} n ON n.id = r.node_id WHERE r.user_id = %s "

@@ -2,7 +2,7 @@
 
 An API submission writes a job and its first event. Through the ORM that is four round trips
 (``BEGIN``, two ``INSERT``s, ``COMMIT``) and ~2,000 Python calls composing the two inserts
-(issue 12, point 3). On PostgreSQL ``insert_linked`` sends one statement, atomic by itself::
+— the API's hottest write. On PostgreSQL ``insert_linked`` sends one statement, atomic by itself::
 
     WITH p AS (INSERT INTO parent (...) VALUES (...) RETURNING id)
     INSERT INTO child (link_id, ...) VALUES ((SELECT id FROM p), ...), ... RETURNING link_id, id

@@ -2,7 +2,7 @@
 
 ``Model.objects.raw()`` works out, on every query, which columns map to which fields and
 how to convert them (~400 Python calls a lookup); an API submission made three such lookups
-and the token's (issue 12, point 3). ``reading(Model)`` works that out once per model:
+and the token's, the bulk of its Python. ``reading(Model)`` works that out once per model:
 ``columns("t")`` is the select list (``t."id", t."name", ...``, in the order of the model's
 concrete fields, whatever the table's own column order) and ``instance(values)`` builds the
 instance from those values, converted by the converters the ORM applies (SQLite returns

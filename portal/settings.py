@@ -142,7 +142,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
-# --- Accounts and input safety (issue 11: throttling, tokens, passwords, limits) -------------
+# --- Accounts and input safety (throttling, tokens, passwords, limits) -----------------------
 INSTALLED_APPS += ["knox", "axes", "drf_spectacular_sidecar"]
 # axes last: it must see the request after authentication (docs: "AxesMiddleware last").
 MIDDLEWARE += [

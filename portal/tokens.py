@@ -59,7 +59,7 @@ class TokenAuthentication(KnoxTokenAuthentication):
     query (a NUL byte in a header must be a 401, not a database error), and reading the
     token's row and its user with one statement whose text is made once (``_tokens_with_key``)
     where knox composes the same join through the ORM on every API call: ~1,300 Python calls,
-    an eighth of a submission's (issue 12, point 3). Nothing is cached between requests: a revoked
+    an eighth of a submission's. Nothing is cached between requests: a revoked
     token is refused at its next use."""
 
     def authenticate_credentials(self, token: bytes):

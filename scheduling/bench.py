@@ -203,7 +203,7 @@ def cancel_share(cluster: Cluster, share: float, seed: int) -> int:
     return len(chosen)
 
 
-# Renderings of each page at the least: issue 12's page targets are 95th percentiles.
+# Renderings of each page at the least: the page targets (docs/benchmarks.md) are 95th percentiles.
 PAGE_RENDERINGS = 20
 
 

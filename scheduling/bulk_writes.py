@@ -3,7 +3,7 @@ running jobs' explanations.
 
 Django's ``bulk_update`` sends one ``UPDATE ... SET col = CASE WHEN id = 1 THEN ... WHEN id = 2
 THEN ...`` per column per batch: building and parsing those expressions cost 5.1 of a 5.7 s
-refill pass over 4,700 waiting jobs (issue 12). Instead one statement per report through
+refill pass over 4,700 waiting jobs. Instead one statement per report through
 ``core.bulk_sql.update_many``: on PostgreSQL an ``UPDATE ... FROM jsonb_array_elements(%s)``
 whose rows travel as one JSON parameter, elsewhere (SQLite) ``executemany`` of one plain
 ``UPDATE ... WHERE id = %s``.

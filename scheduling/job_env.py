@@ -1,7 +1,7 @@
 """The environment a job declares: variables its command sees on the cluster.
 
 A job runs with ``--export=NONE`` on Slurm and with only its manifest's variables on
-Kubernetes, never with the worker's (issue 11, "a clean environment"); what it needs besides
+Kubernetes, never with the worker's (none of its secrets); what it needs besides
 the scheduler's own variables it declares here. The portal's form and the API refuse the same
 things, through :func:`check_env` in the submission service.
 

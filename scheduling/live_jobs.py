@@ -1,7 +1,7 @@
 """The pass's read of its cluster's live jobs: one statement, rows kept as tuples, model
 instances built only for the jobs the pass writes.
 
-A pass reads every pending and running job of its cluster (5,000 in issue 12's scenario), but
+A pass reads every pending and running job of its cluster (5,000 in `bench_live`'s scenario), but
 writes model instances for only a few of them: its starts, the running jobs it explains,
 preempts or defunds. The waiting jobs' report is compared and written from the rows. So:
 

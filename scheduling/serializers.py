@@ -54,7 +54,7 @@ class JobSubmitSerializer(serializers.Serializer):
 
 class JobSerializer(PlannedRepresentation, serializers.ModelSerializer):
     """A job as the API shows it: the answer to every submission and each job of a list, so
-    its fields are resolved once per process (``core.representation``, issue 12 point 3)."""
+    its fields are resolved once per process (``core.representation``)."""
 
     owner = serializers.CharField(source="owner.username", read_only=True)
     project = serializers.SerializerMethodField()

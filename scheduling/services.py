@@ -55,7 +55,7 @@ def _cluster_for(name: str) -> Cluster:
     """The cluster, with the shape a submission is checked against (its present nodes' GPUs
     in all and on the largest node) read in the same query. Written as SQL: every submission
     asks, and building this aggregate through the ORM cost more Python than the rest of the
-    lookup (issue 12, point 3)."""
+    lookup together."""
     clusters = reading(Cluster)
     with connection.cursor() as cursor:
         cursor.execute(_cluster_sql(), [name])
@@ -135,7 +135,7 @@ def submit_job(user, request: JobRequest) -> Job:
     """Queue a job. The next scheduling pass decides its funding and placement.
 
     The job and its first event are one statement (``core.insert_linked``: a submission is
-    the API's hottest write, issue 12 point 3). A min runtime above the cap adds an event that
+    the API's hottest write). A min runtime above the cap adds an event that
     names the job's own request page, so that one is written after, in the same transaction."""
     cluster, project = validate_request(user, request)
     now = timezone.now()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Submissions a second through the API (issue 12, point 3): N clients, each with its own token,
+"""Submissions a second through the API: N clients, each with its own token,
 post valid jobs to /api/v1/jobs/ as fast as the server answers, for S seconds.
 
     scripts/bench-submit.py --url http://127.0.0.1:8000 [--clients 20] [--seconds 20]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Load and fuzz a running Allot (issue 16.4): `make demo`, or gunicorn + PostgreSQL.
+"""Load and fuzz a running Allot: `make demo`, or gunicorn + PostgreSQL.
 
     scripts/load-demo.py --url http://127.0.0.1:8000 [--submitters 20] [--seconds 60]
                          [--fuzz-examples 30] [--json out.json]

@@ -1,4 +1,4 @@
-"""The live loop at scale (issue 12's scenario): a simulated cluster of N nodes × 8 GPUs, the
+"""The live loop at scale (docs/benchmarks.md): a simulated cluster of N nodes × 8 GPUs, the
 demo's budget tree and researchers, a backlog of pending jobs of 1–16 GPUs. Times the first
 pass (fill), a refill after 10 % of the running jobs are cancelled, a steady pass with nothing
 to start, and the queue and operations pages; prints one JSON line.
