@@ -130,7 +130,7 @@ def test_a_strong_password_passes(researcher):
 
 
 def test_a_token_authenticates_as_its_user_loaded_as_the_orm_loads_it(client, researcher):
-    """The lookup reads the token and its user with one hand-written join (issue 12): the
+    """The lookup reads the token and its user with one hand-written join: the
     user it hands the view must be the ORM's user, every field converted alike."""
     from portal.tokens import TokenAuthentication
 

@@ -1,4 +1,4 @@
-"""Issue 11, "operators' inputs": discovery asked for in the admin runs in a worker with a time
+"""Discovery asked for in the admin runs in a worker with a time
 limit. A backend that hangs — here the fake Kubernetes API server accepting the request and
 saying nothing, behind a cluster whose own per-call ``timeout`` option is far longer — is cut
 off at ALLOT_DISCOVERY_TIMEOUT_S by a real Celery worker (prefork: the pool enforces soft time

@@ -1,4 +1,4 @@
-"""Issue 9: where a backend reports when a job really started, protection and charges count
+"""Where a backend reports when a job really started, protection and charges count
 from then. The live loop (submit, pass, dispatch, sync, charge) on a Kubernetes cluster backed
 by the fake API server, whose kubelet takes ten minutes to start the pods (an image pull)."""
 

@@ -1,6 +1,6 @@
 """A grant cannot be cut below what was spent this period plus what open liens hold: the
-running jobs' protected windows were promised against that balance (issue 9, "no remaining
-below zero beyond open liens"). Refused with the field named, in the service, the API and the
+running jobs' protected windows were promised against that balance (a balance never goes
+below zero beyond open liens). Refused with the field named, in the service, the API and the
 page alike; only an accepted change leaves an audit row."""
 
 import datetime as dt

@@ -1,4 +1,4 @@
-"""Bad input gets a clear error naming the field and changes nothing (issue 2, point 9)."""
+"""Bad input gets a clear error naming the field and changes nothing."""
 
 import pytest
 

@@ -1,5 +1,5 @@
-"""``insert_linked`` writes a job and its events as one statement on PostgreSQL (issue 12,
-point 3): the rows must be what the ORM's ``save()`` writes, the instances must come back
+"""``insert_linked`` writes a job and its events as one statement on PostgreSQL
+(the hottest write): rows must be what the ORM's ``save()`` writes, instances must come back
 saved, and a failing child must leave no parent behind."""
 
 import datetime as dt

@@ -1,5 +1,5 @@
 """``core.raw_rows`` builds instances from hand-written SQL for the lookups every API call
-makes (issue 12, point 3): each must equal the ORM's instance, field by field, whatever the
+makes: each must equal the ORM's instance, field by field, whatever the
 column types (JSON, datetimes, floats, nulls) and whatever the table's own column order."""
 
 import datetime as dt

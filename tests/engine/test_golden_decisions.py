@@ -55,7 +55,7 @@ BENCH_CASES = {
     ),
 }
 
-# Issue 10 moved most digests on purpose (docs/engine.md, "Pinned decisions moved by issue 10"):
+# The rules on estimates and holds moved most digests on purpose (docs/engine.md, "The rules"):
 # - estimates: a waiting job no longer counts on the protection end of work that need not
 #   yield to it (better-ranked, same project, or anything under the baselines): such
 #   estimates became None and their messages name the projects waited for (every case);
@@ -81,7 +81,7 @@ GOLDEN_BENCH = {
 # past its protection on a spent budget now report it defunded; without that step every
 # digest is the one pinned before. Changed again by the exception rule (state._protection): an
 # approved extended protection protects for its hours at every start, not min(min runtime, it).
-# Re-pinned once more where the budget floor, the exception rule and issue 10's rules meet
+# Re-pinned once more where the budget floor, the exception rule and the hold rules meet
 # (each change was checked alone on its own branch; these are the digests of all three).
 GOLDEN_RANDOM: list[str] = [
     "405147898cba6e72",
@@ -168,7 +168,7 @@ GOLDEN_RANDOM: list[str] = [
 
 # Changed once, by the multi-node-victim rule (preempt.py _cheapest_groups); the replay with
 # that rule switched off still gives the digest pinned before the performance work (then
-# "27124fb09ab70aa3"). Changed again (2026-12-04) by when the simulator passes, not by what a
+# "27124fb09ab70aa3"). Changed again by when the simulator passes, not by what a
 # pass decides: it now also wakes when a displacement memory ends and when siblings or users
 # trade places (sim/standing.py), as the live loop's passes would see them.
 GOLDEN_SIMULATION = "222ee2afd9382e96"
@@ -213,14 +213,14 @@ def test_the_example_simulation_replays_identically():
 
 
 SPOT_10K: dict = {
-    "counts": (17, 22, 1),  # issue 10: one hold, with no known start (p7228)
+    "counts": (17, 22, 1),  # one hold, with no known start (p7228)
     "first_preempted": ["r1", "r234", "r808", "r810", "r814"],
     "first_starts": [
         ("p1024", (("gpu-0000", 1),)),
         ("p617", (("gpu-0041", 4),)),
         ("p1661", (("gpu-0041", 1),)),
     ],
-    # issue 10: these waited for GPUs of better-ranked work, which need not yield to them:
+    # these waited for GPUs of better-ranked work, which need not yield to them:
     # their old estimates (1014595.39 ... 1119365.35) assumed preemptions the rules forbid.
     "pending": {
         "p0": ("Priority", 3224, None),

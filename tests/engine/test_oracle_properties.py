@@ -1,4 +1,4 @@
-"""The rules of issue 10 as properties, checked against a brute-force oracle on small
+"""The engine's rules as properties, checked against a brute-force oracle on small
 snapshots (at most 4 nodes and 8 jobs, random two-level trees and usage).
 
 The oracle knows only the rules, not the engine's search: who may preempt whom (unfunded
@@ -172,10 +172,10 @@ def countable_gpus(snap: Snapshot, job: PendingJob, at: float) -> int:
 # ---- the properties --------------------------------------------------------------------------
 
 
-# The issue's case, pinned next to the random ones: P/a ranks above P/b but may not preempt
+# The failed-search case, pinned next to the random ones: P/a ranks above P/b but may not preempt
 # inside it (both over their share); P/b/d may preempt P/b/c. P/a's failed search used to stop
 # P/b/d's (``failed_search`` keyed on the pool alone).
-ISSUE_CASE = Snapshot(
+FAILED_SEARCH_CASE = Snapshot(
     NOW,
     (Node("c-00", "c", "H100", 8),),
     (
@@ -194,7 +194,7 @@ ISSUE_CASE = Snapshot(
 
 @SETTINGS
 @given(small_snapshots())
-@example(ISSUE_CASE)
+@example(FAILED_SEARCH_CASE)
 def test_if_a_legal_preemption_lets_the_best_startable_job_start_a_job_as_good_starts(snap):
     d = schedule(snap)
     order = queue(snap)

@@ -1,4 +1,4 @@
-"""Scenario tests for the simulator's bugs of issue 10: each failed on the old simulator.
+"""Scenario tests for the simulator's bugs, found against the live loop: each failed before its fix.
 
 Passes where the live loop would make them, exact times, complete event rows, a horizon that
 ends with the work, budgets that roll up the tree, and what preemption really costs."""

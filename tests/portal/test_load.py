@@ -1,4 +1,4 @@
-"""scripts/load-demo.py in CI (issue 16.4): the demo, as `make demo` runs it (rundemo on SQLite
+"""scripts/load-demo.py in CI: the demo, as `make demo` runs it (rundemo on SQLite
 and the embedded broker), under schemathesis as researcher and leader, then 20 concurrent
 submitters for a minute. No 5xx, the worker alive, the queue still moving afterwards.
 

@@ -1,4 +1,4 @@
-"""The production shape under load (issue 16.4): gunicorn serving `portal.wsgi` with DEBUG off on
+"""The production shape under load: gunicorn serving `portal.wsgi` with DEBUG off on
 PostgreSQL, a Celery worker and beat on Redis, under concurrent submitters and a little fuzzing
 (scripts/load-demo.py). No 5xx, the worker alive, the queue still moving afterwards.
 

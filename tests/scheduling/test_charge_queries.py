@@ -1,5 +1,5 @@
 """One charging run costs a constant number of statements, whatever the number of running jobs
-(issue 12: 5,000 of them), and still charges each job exactly what it owes."""
+(the benchmark runs 5,000), and still charges each job exactly what it owes."""
 
 import datetime as dt
 

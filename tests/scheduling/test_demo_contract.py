@@ -1,4 +1,4 @@
-"""The demo shows the runtime contract (issue 9.7): on the demo's one clock, a maintenance drain
+"""The demo shows the runtime contract: on the demo's one clock, a maintenance drain
 starts on a busy jupiter node, empties once its jobs' protections end, and the node is put back
 after standing empty; funded work preempted after its protection is counted."""
 

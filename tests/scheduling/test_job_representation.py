@@ -1,5 +1,5 @@
 """The API's jobs are DRF's jobs: ``JobSerializer`` answers from a plan made once per class
-(``core.representation``, issue 12 point 3), and every answer must equal what DRF's own
+(``core.representation``), and every answer must equal what DRF's own
 ``to_representation`` gives for the same job and viewer, in every state a job reaches."""
 
 import pytest

@@ -446,7 +446,7 @@ class LiveLoop(RuleBasedStateMachine):
         duration_s=st.integers(min_value=300, max_value=3600),
     )
     def an_end_lands_in_an_outage(self, after, outage, seen_completing, leaf, gpus, duration_s):
-        """The story of issue 9: the backend stops answering, a job's work ends meanwhile,
+        """An outage across a job's end: the backend stops answering, a job's work ends meanwhile,
         charging keeps running; the backend answers again (the job maybe still COMPLETING), is
         synced, charged, and later reports the job finished with its real end."""
         end = self._next_end()

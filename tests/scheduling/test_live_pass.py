@@ -71,7 +71,7 @@ def test_a_waiting_job_gets_a_reason_a_position_and_an_estimated_start(
     assert waiting.pending_message
     assert waiting.queue_position == 1
     # "big" is of its own project: it need not yield when its protection ends, so that is no
-    # start time to promise (issue 10: estimates never assume forbidden preemptions).
+    # start time to promise (estimates never assume forbidden preemptions).
     assert waiting.estimated_start is None
     assert "waits for jobs of nlp/olmo to finish" in waiting.pending_message
 

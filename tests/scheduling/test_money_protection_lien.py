@@ -1,4 +1,4 @@
-"""A job's lien follows its protection down as well as up (issue 9, points 3 and 4).
+"""A job's lien follows its protection down as well as up: it covers the protected window left.
 
 An approved extended protection grows the running job's lien to cover the extra protected
 hours (liens.extend_protection_lien). When the exception ends and the job falls back to

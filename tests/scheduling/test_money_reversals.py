@@ -1,4 +1,4 @@
-"""Charges given back, and when (issue 9, point 2).
+"""Charges given back, and when: never twice, never past a real end.
 
 Charging goes no further than the cluster's last sync, so an outage alone never charges past a
 job's real end (tests/scheduling/test_backend_outage.py). Three things still charge beyond what

@@ -1,4 +1,4 @@
-"""The pages' queries use indexes on a job table of 100,000 finished jobs (issue 12): EXPLAIN
+"""The pages' queries use indexes on a job table of 100,000 finished jobs: EXPLAIN
 on PostgreSQL, after ANALYZE, must show no sequential scan of the jobs or their events."""
 
 import datetime as dt

@@ -1,6 +1,6 @@
-"""A submission through the API costs a few statements whatever the user holds (issue 12,
-point 3): the token (one lookup, not a sweep of the user's other tokens), the cluster with
-its shape, the user's roles with the admin group, the project, and on PostgreSQL one insert
+"""A submission through the API costs a few statements whatever the user holds
+(the hottest write): the token (one lookup, not a sweep of the user's other tokens), the cluster
+with its shape, the user's roles with the admin group, the project, and on PostgreSQL one insert
 of the job with its first event (no BEGIN/COMMIT around it); elsewhere the two inserts in a
 transaction."""
 

@@ -1,4 +1,4 @@
-"""One test per engine bug of issue 10; each fails on the engine before the fix."""
+"""One test per engine bug found in the engine; each fails on the engine before the fix."""
 
 from scheduling.engine import schedule
 from scheduling.engine.model import Policy
