@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from portal import bulk_sql
+from core import bulk_sql
 from scheduling import bulk_writes
 from scheduling.models import Job
 from scheduling.services import JobRequest, submit_job
