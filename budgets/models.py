@@ -29,6 +29,7 @@ class AuditAction(models.TextChoices):
     ARCHIVE = "archive", "Archive"
     GRANT_ROLE = "grant_role", "Grant role"
     REVOKE_ROLE = "revoke_role", "Revoke role"
+    SET_PRICE = "set_price", "Set GPU price"
 
 
 class BudgetNode(MP_Node):

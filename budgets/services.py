@@ -24,6 +24,7 @@ from budgets.errors import (
 from budgets.ledger import charge_usage, hold_lien, release_lien  # noqa: F401 (re-export)
 from budgets.models import AuditAction, BudgetNode, Grant
 from budgets.periods import BudgetPeriod
+from budgets.prices import set_gpu_price  # noqa: F401 (re-export)
 from budgets.service_helpers import (  # noqa: F401 (_in_force, parse_gpu_hours re-exported)
     CENT,
     GRANT,

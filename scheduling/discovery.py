@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import shlex
 from collections import Counter
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
 from django.conf import settings
@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduling.backends.base import BackendError, get_backend
+from scheduling.backends.ssh import SSH_FILE_OPTIONS, ssh_options, ssh_prefix
 from scheduling.errors import JobValidationError
 from scheduling.models import Cluster, Node
 
@@ -44,9 +45,7 @@ def parse_options(pairs: list[str]) -> dict[str, str]:
 # Options naming a file Allot's worker reads (credentials, configuration): only inside
 # ALLOT_CLUSTER_FILES_DIR, so an admin form cannot point a backend at any file of the host
 # (and send it to a host of their choice).
-FILE_OPTIONS = ("kubeconfig", "token_file", "ca_cert", "slurm_conf")
-# command_prefix runs on the worker: only a remote shell (see scheduling/backends/command.py).
-PREFIX_PROGRAMS = ("ssh",)
+FILE_OPTIONS = ("kubeconfig", "token_file", "ca_cert", "slurm_conf", *SSH_FILE_OPTIONS)
 
 
 def cluster_files_dir() -> Path:
@@ -57,7 +56,7 @@ def cluster_files_dir() -> Path:
 def check_options(backend: str, options: dict) -> None:
     """Refuse options that would make the worker read any file or run any program: file
     options must resolve inside the configured directory (symlinks and ``..`` resolved), and
-    a ``command_prefix`` must be ssh."""
+    ssh is described by structured options, never a free-text command."""
     if backend not in Cluster.Backend.values:
         raise JobValidationError(
             "backend", f"backend must be one of {', '.join(Cluster.Backend.values)}"
@@ -85,21 +84,31 @@ def check_options(backend: str, options: dict) -> None:
             raise JobValidationError(
                 "options", f"state_dir must be a directory inside {base} or {allowed[1]}"
             )
-    prefix = str(options.get("command_prefix") or "")
-    if prefix:
-        try:
-            program = os.path.basename(shlex.split(prefix)[0])
-        except (ValueError, IndexError):
-            program = ""
-        if program not in PREFIX_PROGRAMS:
-            raise JobValidationError(
-                "options", "command_prefix must be an ssh command (e.g. ssh allot@login)"
-            )
+    # The worker runs ssh, built in code from these options (scheduling/backends/ssh.py): no
+    # free-text program or ssh option. A legacy command_prefix must be plain ssh.
+    try:
+        ssh_prefix(options)
+    except BackendError as exc:
+        raise JobValidationError("options", str(exc)) from exc
+    legacy = ssh_options(options).get("ssh_key") if options.get("command_prefix") else None
+    if legacy and not Path(legacy).resolve().is_relative_to(base):
+        raise JobValidationError(
+            "options", f"ssh_key must be a file inside {base} (ALLOT_CLUSTER_FILES_DIR)"
+        )
 
 
-def register_cluster(name: str, backend: str, options: dict[str, str]) -> DiscoveryReport:
-    """Create or update the cluster, then discover its nodes (nothing is saved if the backend
-    cannot be reached)."""
+def register_cluster(
+    name: str,
+    backend: str,
+    options: dict[str, str],
+    prices: dict[str, Decimal] | None = None,
+    actor=None,
+) -> DiscoveryReport:
+    """Create or update the cluster, price the GPU types in ``prices`` (through the audited
+    budget service), then discover its nodes: priced first, so their nodes are not drained.
+    Nothing is saved if the backend cannot be reached or a price is refused."""
+    from budgets.services import set_gpu_price
+
     check_options(backend, options)
     try:
         discovered = get_backend(backend, name, options).discover_nodes()
@@ -108,6 +117,8 @@ def register_cluster(name: str, backend: str, options: dict[str, str]) -> Discov
     if not discovered:
         raise JobValidationError("backend", "the backend reports no nodes")
     with transaction.atomic():
+        for gpu_type, factor in (prices or {}).items():
+            set_gpu_price(actor, gpu_type, factor, reason=f"registering cluster {name}")
         cluster, _ = Cluster.objects.update_or_create(
             name=name, defaults={"backend": backend, "options": options}
         )
