@@ -57,6 +57,7 @@ from .slurm_parse import (  # noqa: F401 - the parsers are part of this module's
     slurm_duration,
 )
 from .slurm_sbatch import batch_script, parse_sbatch_parsable, sbatch_args
+from .ssh import ssh_prefix
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,9 @@ UNAVAILABLE_PATTERNS = (
 
 class SlurmBackend(Backend):
     """Options: ``partition``, ``account``, ``qos``, ``preempt_mode`` (cancel|requeue),
-    ``command_timeout`` (seconds, 30), ``command_prefix`` (e.g. ``ssh slurm-login``),
+    ``command_timeout`` (seconds, 30), ``ssh_host``/``ssh_user``/``ssh_port``/``ssh_key``/
+    ``ssh_known_hosts`` (run the commands on a submit host over ssh; see backends/ssh.py; a
+    plain legacy ``command_prefix=ssh [user@]host`` is read as these),
     ``slurm_conf`` (SLURM_CONF for the commands), ``gpu_type`` (when Gres has no type),
     ``tag`` (comment prefix, "allot"), ``output``, ``workdir``, ``tasks_per_node``,
     ``accounting`` (auto|sacct|none: also read ``sacct`` in ``sync``; ``auto`` finds out with
@@ -106,7 +109,7 @@ class SlurmBackend(Backend):
         env = {"SLURM_CONF": self.options["slurm_conf"]} if self.options.get("slurm_conf") else {}
         self.runner = CommandRunner(
             timeout_s=float(self.options.get("command_timeout", 30)),
-            prefix=self.options.get("command_prefix", ""),
+            prefix=ssh_prefix(self.options),  # built from ssh_* options, never free text
             env=env,
             unavailable_patterns=UNAVAILABLE_PATTERNS,
             label=f"slurm[{cluster_name}]",
