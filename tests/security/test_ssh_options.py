@@ -125,3 +125,27 @@ def test_a_plain_legacy_prefix_still_works_as_the_structured_options(prefix, exp
     check_options("slurm", {"command_prefix": prefix})
     assert ssh_prefix({"command_prefix": prefix}) == ssh_prefix(expected)
     assert SlurmBackend("x", {"command_prefix": prefix}).runner.prefix == ssh_prefix(expected)
+
+
+@pytest.mark.django_db
+def test_the_migration_turns_a_plain_legacy_prefix_into_the_structured_options():
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("scheduling.migrations.0011_cluster_ssh_options")
+    plain = Cluster.objects.create(
+        name="a",
+        backend="slurm",
+        options={"command_prefix": "ssh -p 2222 allot@login", "partition": "gpu"},
+    )  # noqa: E501
+    evil = Cluster.objects.create(
+        name="b", backend="slurm", options={"command_prefix": "ssh -oProxyCommand=id login"}
+    )  # noqa: E501
+    migration.to_ssh_options(apps, None)
+    plain.refresh_from_db()
+    evil.refresh_from_db()
+    assert plain.options == {
+        "partition": "gpu", "ssh_host": "login", "ssh_user": "allot", "ssh_port": "2222",
+    }  # fmt: skip
+    assert evil.options == {"command_prefix": "ssh -oProxyCommand=id login"}
