@@ -10,6 +10,21 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
+@signals.celeryd_init.connect
+@signals.beat_init.connect
+def refuse_without_a_secret_key(**kwargs):
+    """A worker or beat with DEBUG off and no SECRET_KEY stops before its first task. SystemExit,
+    because Celery logs and carries on past any Exception a signal receiver raises."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from portal.secret import require_secret_key
+
+    try:
+        require_secret_key()
+    except ImproperlyConfigured as exc:
+        raise SystemExit(f"ImproperlyConfigured: {exc}") from None
+
+
 @signals.celeryd_init.connect  # early: Celery warns (running as root...) before setup_logging
 @signals.setup_logging.connect
 def use_allot_logging(**kwargs):

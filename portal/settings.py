@@ -22,7 +22,10 @@ VAR_DIR = Path(env_str("ALLOT_VAR_DIR", str(BASE_DIR / "var")))
 # development key signing sessions.
 DEBUG = env_bool("DEBUG", default=False)
 _DEV_KEY = "allot-insecure-development-key-never-use-in-production-0123456789"
-SECRET_KEY = env_str("SECRET_KEY", _DEV_KEY if DEBUG else None)
+# Unset with DEBUG off, the key stays empty: what signs refuses to start (the web, the workers
+# and beat: portal/secret.py), and Django refuses any other use of an empty key. A command that
+# serves nothing and stores no session (simulate, migrate) needs none.
+SECRET_KEY = env_str("SECRET_KEY", _DEV_KEY if DEBUG else "")
 if not DEBUG and SECRET_KEY == _DEV_KEY:
     raise ImproperlyConfigured(
         "SECRET_KEY must be set to a secret value when DEBUG is off (DEBUG=1 for development)"
