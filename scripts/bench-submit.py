@@ -6,7 +6,7 @@ post valid jobs to /api/v1/jobs/ as fast as the server answers, for S seconds.
                             [--rounds 3] [--json out.json]
 
 Point it at a seeded Allot (`manage.py seed_demo`), served the way it runs for real: gunicorn
-on PostgreSQL (docs/performance.md shows the command). Each round prints one JSON line: jobs
+on PostgreSQL (docs/benchmarks.md shows the command). Each round prints one JSON line: jobs
 accepted a second, errors (anything but 201), and latency percentiles; the last line is the
 median round. Only ever point it at 127.0.0.1: it writes thousands of jobs.
 

@@ -1,7 +1,7 @@
 """Fill only 40 % of each page of the job table on PostgreSQL, so that a pass's report
 (reason, position, estimate of every waiting job; no indexed column) is written as heap-only
 updates beside the old row versions instead of new entries in all eight indexes of the table
-(docs/performance.md, "Fill factor"). New pages follow at once; pages written before keep
+(docs/benchmarks.md, "The live loop"). New pages follow at once; pages written before keep
 their fill until the table is rewritten (``VACUUM FULL scheduling_job``, at a quiet moment).
 At 50 % a row whose
 report grew (a longer reason) no longer fitted beside its old version on a fresh page (71 %
