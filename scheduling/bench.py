@@ -30,7 +30,7 @@ from scheduling.models import Cluster, Job, JobEvent
 from scheduling.passes import PassResult, run_pass
 from scheduling.services import cancel_job
 
-SIZES = [1, 1, 2, 2, 4, 4, 8, 8, 16]  # the issue's backlog: jobs of 1 to 16 GPUs
+SIZES = [1, 1, 2, 2, 4, 4, 8, 8, 16]  # the benchmark's backlog: jobs of 1 to 16 GPUs
 MIN_RUNTIMES = [1800, 3600, 3600, 7200, 14400]
 NAMES = ["pretrain", "sweep", "eval", "finetune", "ablation"]
 
@@ -247,7 +247,7 @@ def charge_timing(cluster: Cluster, count: int, repeat: int) -> dict:
     """One charging run (``accounting.charge_running_jobs``) over ``count`` funded jobs
     running on ``cluster`` (written in bulk with their liens, five minutes uncharged each),
     ``repeat`` times, each in a transaction rolled back afterwards: median milliseconds and
-    the statements of one run. The issue's case: 5,000 running jobs."""
+    the statements of one run. The benchmark's case: 5,000 running jobs."""
     from django.db import transaction
 
     from budgets.models import Lien

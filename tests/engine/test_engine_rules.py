@@ -75,7 +75,7 @@ def test_interactive_pool_holds_under_the_baselines_too():
 
 
 def test_two_sibling_jobs_do_not_swap_places_pass_after_pass():
-    """The issue's case: a and b, equal grants, 8 GPUs each, min_runtime 0, not resumable,
+    """The swap case: a and b, equal grants, 8 GPUs each, min_runtime 0, not resumable,
     one 8-GPU node, a pass every 300 s. They used to swap every 300 s until both budgets were
     spent; now b displaces a once, runs its hour, and a runs after it."""
     from .driver import Driver, sibling_budgets

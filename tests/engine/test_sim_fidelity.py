@@ -190,7 +190,7 @@ def test_the_loader_refuses_children_granted_more_than_their_parent_naming_the_l
 
 
 def test_a_replay_carries_who_displaced_whom_so_two_sibling_jobs_do_not_swap(monkeypatch):
-    """The issue's pair, replayed: siblings a and b with equal grants, one 8-GPU job each,
+    """The swap case, replayed: siblings a and b with equal grants, one 8-GPU job each,
     no protection, not resumable, on one 8-GPU node. The simulator hands each pass the
     memory the last one returned (``Decisions.displacements``); dropped between passes, the
     pair swaps every interval (checked below), each run restarting from zero."""

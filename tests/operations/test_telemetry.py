@@ -172,7 +172,7 @@ def test_wasted_gpu_hours_reach_the_metrics_by_project(
 def test_a_real_prometheus_scraping_a_dcgm_exporter_feeds_the_jobs_page(
     prometheus, slurm, kube, researcher, budget_tree, client, settings
 ):
-    """The path the issue names: dcgm-exporter → Prometheus → Allot's telemetry reader."""
+    """The production path: dcgm-exporter → Prometheus → Allot's telemetry reader."""
     exporter = DcgmExporter()
     try:
         slurm_job = run(researcher, slurm, budget_tree.olmo, "4242", gpus=2)
