@@ -310,6 +310,9 @@ ALLOT_OIDC_SIGN_ALGO = env_str("ALLOT_OIDC_SIGN_ALGO", "RS256")
 ALLOT_OIDC_TIMEOUT_S = env_int("ALLOT_OIDC_TIMEOUT_S", 5)  # every call to the provider
 ALLOT_OIDC_DISCOVERY_TTL_S = env_int("ALLOT_OIDC_DISCOVERY_TTL_S", 3600)
 ALLOT_OIDC_USERNAME_CLAIM = env_str("ALLOT_OIDC_USERNAME_CLAIM", "preferred_username")
+# Users are keyed by (issuer, subject). With 1, a first sign-in whose username claim names an
+# existing ordinary account (never staff or superuser) links it; else only `manage.py sso_link`.
+ALLOT_OIDC_LINK_EXISTING = env_bool("ALLOT_OIDC_LINK_EXISTING", default=False)
 ALLOT_OIDC_GROUPS_CLAIM = env_str("ALLOT_OIDC_GROUPS_CLAIM", "groups")
 ALLOT_OIDC_ROLE_MAP = parse_role_map(env_str("ALLOT_OIDC_ROLE_MAP", ""))
 # The POSIX account jobs run as (ARCHITECTURE.md, "Identity on the clusters"), from claims.

@@ -11,9 +11,9 @@ from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import PermissionDenied, SuspiciousOperation, ValidationError
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
-from portal import sso
 from core.logs import event
-from portal.sso import discovery
+from portal import sso
+from portal.sso import discovery, identities
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,9 @@ class PasswordLoginSwitch:
 
 class OIDCBackend(OIDCAuthenticationBackend):
     """mozilla-django-oidc's code flow, with the endpoints from discovery, the ID token's
-    audience and issuer checked, users matched by their username claim, and roles and the
-    POSIX account following the claims at every sign-in."""
+    audience and issuer checked, users keyed by (issuer, subject) (portal/sso/identities.py;
+    the username claim only names a new account), and roles and the POSIX account following
+    the claims at every sign-in."""
 
     def __init__(self, *args, **kwargs):
         # The parent reads endpoints from settings here; ours come from discovery, later.
@@ -90,12 +91,21 @@ class OIDCBackend(OIDCAuthenticationBackend):
             if userinfo.get("sub") != payload.get("sub"):
                 raise SuspiciousOperation("userinfo is about another subject")
             claims.update(userinfo)
+        # Who this is comes from the checked ID token alone, never from userinfo.
+        claims["iss"], claims["sub"] = payload.get("iss"), payload.get("sub")
         return claims
 
     def _username(self, claims) -> str:
         return str(claims.get(settings.ALLOT_OIDC_USERNAME_CLAIM) or "")
 
+    @staticmethod
+    def _key(claims) -> tuple[str, str]:
+        return str(claims.get("iss") or "").rstrip("/"), str(claims.get("sub") or "")
+
     def verify_claims(self, claims):
+        issuer, subject = self._key(claims)
+        if not issuer or not subject or len(issuer) > 255 or len(subject) > 255:
+            return False
         username = self._username(claims)
         try:
             UnicodeUsernameValidator()(username)
@@ -104,12 +114,30 @@ class OIDCBackend(OIDCAuthenticationBackend):
         return 0 < len(username) <= 150
 
     def filter_users_by_claims(self, claims):
-        return self.UserModel.objects.filter(username=self._username(claims))
+        """The account linked to (issuer, subject); an existing account of the claimed
+        username only as identities.linkable_by_claim allows (never staff or superuser)."""
+        issuer, subject = self._key(claims)
+        user = identities.user_for(issuer, subject)
+        if user is not None:
+            return [user]
+        username = self._username(claims)
+        existing = self.UserModel.objects.filter(username=username).first()
+        if existing is None:
+            return []  # the parent calls create_user
+        if not identities.linkable_by_claim(existing, issuer):
+            identities.refuse("an existing account is linked only explicitly",
+                              username=username, issuer=issuer, subject=subject)  # fmt: skip
+            raise SuspiciousOperation(f"{username} exists and is not linked to this identity")
+        try:
+            identities.link(existing, issuer, subject, by="username claim")
+        except identities.LinkError as exc:
+            raise SuspiciousOperation(str(exc)) from exc
+        return [existing]
 
     def create_user(self, claims):
-        user = self.UserModel.objects.create_user(self._username(claims))  # no usable password
-        event(log, "sso_user_created", user=user.username)
-        return self.update_user(user, claims)
+        issuer, subject = self._key(claims)
+        user = identities.new_account(self._username(claims), issuer, subject)
+        return None if user is None else self.update_user(user, claims)
 
     def update_user(self, user, claims):
         from budgets.roles import sync_mapped_roles
