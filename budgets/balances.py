@@ -210,15 +210,19 @@ def remaining_of(nodes: list[BudgetNode], period: BudgetPeriod | None = None) ->
     ]
 
 
-def remaining_by_path(period: BudgetPeriod | None = None) -> dict[str, int]:
+def remaining_by_path(
+    period: BudgetPeriod | None = None, *, with_liens: bool = True
+) -> dict[str, int]:
     """Cost-GPU-seconds every active node can still spend this period (grant − used − held,
-    subtrees included), keyed by treebeard path: three queries, for the charging floor."""
+    subtrees included), keyed by treebeard path: three queries, for the charging floor.
+    ``with_liens=False`` leaves open liens out (a past period's balance: liens spend the
+    current one)."""
     period = period or BudgetPeriod.current()
     nodes = with_grants(BudgetNode.objects.filter(archived=False), period).values_list(
         "path", "grant_in_force"
     )
     used = usage_by_path(period.start_at, period.end_at)
-    held = held_by_path()
+    held = held_by_path() if with_liens else {}
     return {
         path: int((grant or 0) * HOUR) - used.get(path, 0) - held.get(path, 0)
         for path, grant in nodes

@@ -18,6 +18,7 @@ What is charged, from when to when (docs/budgets.md says it for users):
 from __future__ import annotations
 
 import logging
+import math
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -32,51 +33,91 @@ log = logging.getLogger(__name__)
 
 
 class Floor:
-    """Balances along each job's budget chain, read once per charging run (three queries) and
-    spent in memory as the run charges, so no budget is charged below zero."""
+    """Balances along each job's budget chain, read once per charging run and period (three
+    queries each) and spent in memory as the run charges, so no budget is charged below
+    zero. Each part of a charge is capped by the balance of the period it lies in
+    (``periods_of``): a period's end in the middle of a charge never lets the new period's
+    grant pay for the old period's hours."""
 
     def __init__(self):
-        self.left: dict[str, int] | None = None
+        self.left: dict = {}
 
     def _chain(self, job: Job) -> list[str]:
         from budgets.balances import chain_paths
 
         return chain_paths(job.project)
 
-    def cap(self, job: Job, start: datetime, end: datetime, known: dict | None) -> datetime:
-        """How far [start, end) may be charged: the protected part in full (the lien pays),
-        the rest while every node on the chain has a balance."""
+    def _left(self, at: datetime) -> dict[str, int]:
         from budgets.balances import remaining_by_path
+        from budgets.periods import BudgetPeriod
 
+        period = BudgetPeriod.current(at)
+        if period.start not in self.left:
+            # Open liens spend the current period's balance only (as a grant cut counts
+            # them): a past period's part is capped by what was granted and charged there.
+            current = period == BudgetPeriod.current()
+            self.left[period.start] = remaining_by_path(period, with_liens=current)
+        return self.left[period.start]
+
+    def cap(self, job: Job, start: datetime, end: datetime, known: dict | None) -> datetime:
+        """How far [start, end) (within one period) may be charged: the protected part in
+        full (the lien pays), the rest while every node on the chain has a balance."""
         free_from = max(start, job.protected_until or start)
         if end <= free_from:
             return end
-        if self.left is None:
-            self.left = remaining_by_path()
-        avail = min(self.left.get(p, 0) for p in self._chain(job))
+        left = self._left(start)
+        avail = min(left.get(p, 0) for p in self._chain(job))
         return min(
             end, free_from + timedelta(seconds=pricing.affordable_seconds(job, avail, known))
         )
 
     def spend(self, job: Job, cost: int, start: datetime, end: datetime) -> None:
-        if self.left is None or job.protected_until is None or end <= job.protected_until:
+        if job.protected_until is None or end <= job.protected_until:
             return
+        left = self._left(start)
         part = (end - max(start, job.protected_until)) / (end - start) if end > start else 0
         for path in self._chain(job):
-            if path in self.left:
-                self.left[path] -= int(cost * part)
+            if path in left:
+                left[path] -= int(cost * part)
+
+
+def periods_of(start: datetime, until: datetime):
+    """[start, until) cut where a budget period ends, each part in whole seconds from
+    ``start`` (the first second that straddles the end counts in the old period)."""
+    from budgets.periods import BudgetPeriod
+
+    while start < until:
+        boundary = BudgetPeriod.current(start).end_at
+        if boundary >= until:
+            yield start, until
+            return
+        end = start + timedelta(seconds=math.ceil((boundary - start).total_seconds()))
+        yield start, min(end, until)
+        start = min(end, until)
 
 
 def _charge_until(
     job: Job, until: datetime, known: dict | None = None, floor: Floor | None = None
 ) -> int:
-    """Charge [last_charged_at, until) for one job, within the floor; return GPU-seconds."""
-    from budgets import ledger
-
+    """Charge [last_charged_at, until) for one job, within the floor, one ledger row per
+    budget period it spans; return GPU-seconds."""
     start = job.last_charged_at or job.started_at
     if not job.funded or job.project_id is None or start is None or until <= start:
         return 0
-    until = (floor or Floor()).cap(job, start, until, known)
+    floor = floor or Floor()
+    total = 0
+    for part_start, part_end in periods_of(start, until):
+        charged = _charge_part(job, part_start, part_end, known, floor)
+        total += charged
+        if job.last_charged_at != part_end:  # the floor stopped it in this period
+            break
+    return total
+
+
+def _charge_part(job: Job, start: datetime, until: datetime, known, floor: Floor) -> int:
+    from budgets import ledger
+
+    until = floor.cap(job, start, until, known)
     seconds = int((until - start).total_seconds())
     if seconds <= 0:
         return 0
@@ -95,8 +136,7 @@ def _charge_until(
         end,
         job.gpus * seconds,
     )
-    if floor is not None:
-        floor.spend(job, entry.cost_gpu_seconds, start, end)
+    floor.spend(job, entry.cost_gpu_seconds, start, end)
     job.last_charged_at = end
     return job.gpus * seconds
 
@@ -114,6 +154,7 @@ CHARGE_READS = (
     "project__depth",
     "cluster__last_sync_at",
     "cluster__gpu_type",
+    "last_error",
 )
 
 
@@ -151,23 +192,78 @@ def charge_running_jobs(now: datetime | None = None) -> int:
         return 0
     fault_point("charge.job")
     known = pricing.known_places(*{job.cluster_id for job, _, _ in due})
-    existing = _existing_charges([(job.pk, start) for job, start, _ in due])
+    existing = _existing_charges(
+        [(job.pk, a) for job, start, until in due for a, _ in periods_of(start, until)]
+    )
     floor = Floor()
     planned = []  # (job, start, end, gpu-seconds, GpuType row, cost, already charged)
+    unpriced = []
     for job, start, until in due:
-        until = floor.cap(job, start, until, known)
-        seconds = int((until - start).total_seconds())
-        if seconds <= 0:
-            continue
-        end = start + timedelta(seconds=seconds)
-        gpu_type = pricing.gpu_type_row(job, known)
-        entry = existing.get((job.pk, start))
-        cost = entry.cost_gpu_seconds if entry else ledger_cost(job.gpus * seconds, gpu_type)
-        floor.spend(job, cost, start, end)
-        planned.append((job, start, end, job.gpus * seconds, gpu_type, cost, entry is not None))
+        try:
+            planned += _plan(job, start, until, known, existing, floor)
+        except pricing.UnpricedGpuType as exc:  # this job's alone: the others are charged
+            unpriced.append((job, exc))
     total = _write_charges(planned)
-    event(log, "charge", jobs=len(jobs), gpu_seconds=total)
+    _note_unpriced(unpriced, now)
+    skipped = {job.pk for job, _ in unpriced}
+    _defund_past_periods([d for d in due if d[0].pk not in skipped], now)
+    event(log, "charge", jobs=len(jobs), gpu_seconds=total, unpriced=len(unpriced))
     return total
+
+
+def _plan(job: Job, start: datetime, until: datetime, known, existing, floor: Floor) -> list:
+    """The charges of one job for [start, until): one per budget period it spans, each
+    capped by that period's floor; none after the floor stops it. Raises UnpricedGpuType
+    before anything is spent from the floor."""
+    gpu_type = pricing.gpu_type_row(job, known)
+    planned = []
+    for part_start, part_end in periods_of(start, until):
+        capped = floor.cap(job, part_start, part_end, known)
+        seconds = int((capped - part_start).total_seconds())
+        if seconds <= 0:
+            break
+        end = part_start + timedelta(seconds=seconds)
+        entry = existing.get((job.pk, part_start))
+        cost = entry.cost_gpu_seconds if entry else ledger_cost(job.gpus * seconds, gpu_type)
+        floor.spend(job, cost, part_start, end)
+        planned.append(
+            (job, part_start, end, job.gpus * seconds, gpu_type, cost, entry is not None)
+        )
+        if end < part_end:
+            break
+    return planned
+
+
+def _defund_past_periods(due: list, now: datetime) -> None:
+    """A run whose charges stopped at the floor of a period that has ended since ran out of
+    that period's money there: the new period's grant does not pay for the old period's
+    hours, and nothing later may be charged before them. It is unallocated from that moment
+    (``defund``), as the next pass would make it had the period not ended meanwhile."""
+    from budgets.periods import BudgetPeriod
+
+    current = BudgetPeriod.current(now)
+    for job, _, until in due:
+        stopped = job.last_charged_at or job.started_at
+        if stopped is None or stopped >= until or not job.funded:
+            continue
+        period = BudgetPeriod.current(stopped)
+        if period == current:
+            continue  # the pass's own floor decides, on the current balance
+        defund(job, now, f"{job.project.slug_path} in {period.label}")
+
+
+def _note_unpriced(unpriced: list, now: datetime) -> None:
+    """A job whose nodes' GPU type has no price (rediscovery relabelled them) is not charged
+    until an operator prices it; it is then charged from where it stopped, nothing lost. Its
+    row and timeline say why, once per cause."""
+    for job, exc in unpriced:
+        message = f"not charged since {job.last_charged_at or job.started_at:%Y-%m-%d %H:%M:%S}"
+        message += f" UTC: {exc.args[0]}"
+        if job.last_error.startswith("not charged since") and exc.name in job.last_error:
+            continue
+        Job.objects.filter(pk=job.pk).update(last_error=message)
+        JobEvent.objects.create(job=job, at=now, kind="charge_failed", message=message)
+        log.warning("charge skipped job=%s: %s", job.pk, exc.args[0])
 
 
 def ledger_cost(gpu_seconds: int, gpu_type) -> int:
@@ -201,13 +297,14 @@ def _write_charges(planned: list) -> int:
 
     if not planned:
         return 0
-    rows = [(job.pk, end, job.last_charged_at) for job, _, end, *_ in planned]
+    ends = {job.pk: (job, end) for job, _, end, *_ in planned}  # a job's last part ends it
+    rows = [(pk, end, job.last_charged_at) for pk, (job, end) in ends.items()]
     advanced = update_many(Job, "pk", ["last_charged_at"], rows, unchanged=["last_charged_at"])
-    if advanced != len(planned):  # another worker charged some of them first: skip those
+    if advanced != len(rows):  # another worker charged some of them first: skip those
         now_at = dict(
             Job.objects.filter(pk__in=[row[0] for row in rows]).values_list("pk", "last_charged_at")
         )
-        planned = [p for p in planned if now_at.get(p[0].pk) == p[2]]
+        planned = [p for p in planned if now_at.get(p[0].pk) == ends[p[0].pk][1]]
     recorded = timezone.now()
     insert_many(
         UsageEntry,
@@ -232,13 +329,22 @@ def _write_charges(planned: list) -> int:
         Lien,
         "job_ref",
         [],
-        [(job.pk, cost) for job, _, _, _, _, cost, known in planned if not known],
+        list(_lien_costs(planned).items()),
         add=["charged_gpu_seconds"],
         where={"released_at": None},
     )
     for job, _, end, *_ in planned:
         job.last_charged_at = end
     return sum(p[3] for p in planned)
+
+
+def _lien_costs(planned: list) -> dict[int, int]:
+    """What each job's new charges cost, summed over its parts (one UPDATE row per lien)."""
+    costs: dict[int, int] = {}
+    for job, _, _, _, _, cost, known in planned:
+        if not known:
+            costs[job.pk] = costs.get(job.pk, 0) + cost
+    return costs
 
 
 def close_run(job: Job, now: datetime) -> None:
