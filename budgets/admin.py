@@ -1,10 +1,13 @@
 """Operators' view of the budget data. Grants, the tree, the ledger and the audit trail are
 read-only here: they change only through the services (the budgeting page and the API), so
-that every change is validated and audited. Roles and GPU cost factors are edited here."""
+that every change is validated and audited. Roles and GPU cost factors are edited here (a cost
+factor through its audited service)."""
 
+from django import forms
 from django.contrib import admin
 
 from budgets.models import AuditEntry, BudgetNode, GpuType, Grant, Lien, Role, UsageEntry
+from budgets.prices import set_gpu_price
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -54,9 +57,32 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     list_select_related = ["actor", "node"]
 
 
+class GpuTypeForm(forms.ModelForm):
+    class Meta:
+        model = GpuType
+        fields = ["name", "cost_factor"]
+
+    def clean(self):
+        if not BudgetNode.objects.get_root_nodes().exists():
+            raise forms.ValidationError(
+                "Create the organisation's root first: prices are audited there."
+            )
+        return super().clean()
+
+
 @admin.register(GpuType)
 class GpuTypeAdmin(admin.ModelAdmin):
+    """A price is saved through the audited service. The name is fixed once saved: renaming a
+    type would unprice every node of the old name."""
+
+    form = GpuTypeForm
     list_display = ["name", "cost_factor"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["name"] if obj is not None else []
+
+    def save_model(self, request, obj, form, change):
+        obj.pk = set_gpu_price(request.user, obj.name, obj.cost_factor, reason="admin").pk
 
 
 @admin.register(Role)

@@ -111,3 +111,35 @@ def test_pricing_before_the_organisation_exists_is_refused_and_registers_nothing
     with pytest.raises(CommandError, match="create its root first"):
         register("--price", "gpu=1")
     assert not Cluster.objects.exists() and not GpuType.objects.exists()
+
+
+def test_a_price_set_in_the_admin_is_audited_like_one_set_at_registration(
+    admin_client, budget_tree
+):
+    response = admin_client.post(
+        "/admin/budgets/gputype/add/", {"name": "B200", "cost_factor": "2"}, follow=True
+    )
+    assert response.status_code == 200
+    row = GpuType.objects.get(name="B200")
+    response = admin_client.post(
+        f"/admin/budgets/gputype/{row.pk}/change/",
+        {"name": "renamed", "cost_factor": "2.5"},
+        follow=True,
+    )
+    assert response.status_code == 200
+    row.refresh_from_db()
+    assert (row.name, row.cost_factor) == ("B200", Decimal("2.500"))  # the name stays
+    entries = AuditEntry.objects.filter(action=AuditAction.SET_PRICE).order_by("id")
+    assert [(e.actor.username, e.old, e.new) for e in entries] == [
+        ("admin", "", "B200 (×2.000)"),
+        ("admin", "B200 (×2.000)", "B200 (×2.500)"),
+    ]
+
+
+@pytest.mark.django_db
+def test_the_admin_refuses_a_price_before_the_organisation_exists(admin_client):
+    response = admin_client.post(
+        "/admin/budgets/gputype/add/", {"name": "B200", "cost_factor": "2"}
+    )
+    assert "Create the organisation" in response.content.decode()
+    assert not GpuType.objects.exists()
