@@ -1,4 +1,4 @@
-"""Allot settings: everything comes from the environment (see README, Configuration).
+"""Allot settings: everything comes from the environment (see docs/configuration.md).
 
 With nothing set, Allot runs on SQLite with an embedded (SQLite-backed) Celery broker, so
 ``make demo`` needs no server. Production sets DATABASE_URL, REDIS_URL, SECRET_KEY,
@@ -276,7 +276,7 @@ ALLOT_EXCEPTION_SECOND_APPROVAL_GPU_HOURS = env_int(
 ALLOT_EXCEPTION_SECOND_APPROVAL_HOURS = env_int("ALLOT_EXCEPTION_SECOND_APPROVAL_HOURS", 24)
 ALLOT_EXCEPTION_ESCALATE_AFTER_H = env_int("ALLOT_EXCEPTION_ESCALATE_AFTER_H", 24)
 
-# Operations (README, Running it in your organisation): /metrics is open on loopback and, from
+# Operations (docs/operations.md): /metrics is open on loopback and, from
 # elsewhere, behind this bearer token (or ALLOT_METRICS_TOKEN_FILE); its answer is kept this
 # many seconds. /healthz calls a pass or a sync stale after ALLOT_HEALTH_STALE_S.
 ALLOT_METRICS_TOKEN = env_str("ALLOT_METRICS_TOKEN", "")

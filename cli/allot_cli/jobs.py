@@ -39,7 +39,7 @@ class CommandAfterDashes(click.Command):
 Examples:
   allot submit --project nlp/olmo --cluster jupiter --gpus 8 --min-runtime 2h \\
       --name sweep-1 -- python train.py --lr 3e-4
-  allot submit job.yaml                      # fields in a YAML file (see the README)
+  allot submit job.yaml                      # fields in a YAML file (see docs/cli.md)
   allot submit job.yaml --gpus 16            # flags win over the file
   allot submit --cluster jupiter --gpus 1 --min-runtime 30m --kind interactive -- bash
 
