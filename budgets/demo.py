@@ -2,12 +2,14 @@
 
 `seed()` is idempotent: it creates what is missing and leaves what exists, so running
 `manage.py seed_demo` twice leaves one organisation. Grants are sized for clusters of 1,024
-H100, 256 B200 and 88 B300 GPUs over the current budget period, in H100-equivalent hours.
+H100, 256 B200 and 88 B300 GPUs over the current budget period, in H100-equivalent hours
+(and over the previous one too when the demo's recorded history reaches back into it). The
+history itself, finished jobs and the usage they were charged, is written by
+``scheduling.demo_history``: the ledger is the jobs'.
 """
 
 import datetime as dt
 import functools
-import random
 from decimal import Decimal
 
 from django.contrib.auth import get_user_model
@@ -16,12 +18,15 @@ from django.utils import timezone
 
 from budgets import services
 from budgets.balances import balances
-from budgets.models import BudgetNode, GpuType, Role, UsageEntry
+from budgets.models import BudgetNode, GpuType, Role
 from budgets.periods import BudgetPeriod
 
 PASSWORD = "demo"
 GPU_TYPES = {"H100": Decimal("1.0"), "B200": Decimal("1.8"), "B300": Decimal("2.4")}
 CLUSTER_GPUS = {"H100": 1024, "B200": 256, "B300": 88}
+# How far back the demo's recorded jobs reach at least: the what-if preview's four weeks, and
+# one more that fills the fair-share window before them. Further when the period began earlier.
+HISTORY_DAYS = 35
 # program slug, name, share of the organisation; projects: slug, name, share of the program.
 PROGRAMS = [
     ("nlp", "Language models", "0.45", [
@@ -74,20 +79,41 @@ def _grant_period(actor, nodes, period) -> bool:
     if any(b.grant_gpu_hours for b in balances(everything, period).values()):
         return False
     total = capacity_gpu_hours(period)
-    services.set_grant(actor, nodes[""], total.quantize(Decimal("1")), reason="demo seed")
+    services.set_grant(
+        actor, nodes[""], total.quantize(Decimal("1")), reason="demo seed", period=period
+    )
     for slug, _name, share, children in PROGRAMS:
         program = nodes.get(slug)
         if program is None or program.archived:
             continue  # renamed, moved or archived by someone: not the seed's to fund
         program_grant = (total * Decimal(share)).quantize(Decimal("1"))
-        services.set_grant(actor, program, program_grant, reason="demo seed")
+        services.set_grant(actor, program, program_grant, reason="demo seed", period=period)
         for child_slug, _child_name, child_share in children:
             project = nodes.get(f"{slug}/{child_slug}")
             if project is None or project.archived:
                 continue
             amount = (program_grant * Decimal(child_share)).quantize(Decimal("1"))
-            services.set_grant(actor, project, amount, reason="demo seed")
+            services.set_grant(actor, project, amount, reason="demo seed", period=period)
     return True
+
+
+def history_start(now: dt.datetime) -> dt.datetime:
+    """Where the recorded history begins: the current period's start, or ``HISTORY_DAYS``
+    before ``now`` if the period began more recently, at local midnight."""
+    earliest = timezone.localdate(now) - dt.timedelta(days=HISTORY_DAYS)
+    return min(BudgetPeriod.current(now).start_at, _midnight(earliest))
+
+
+def _midnight(day: dt.date) -> dt.datetime:
+    return timezone.make_aware(dt.datetime.combine(day, dt.time.min))
+
+
+def history_periods(now: dt.datetime) -> list[BudgetPeriod]:
+    """The periods the history touches, the current one first."""
+    periods = [BudgetPeriod.current(now)]
+    while periods[-1].start_at > history_start(now):
+        periods.append(BudgetPeriod.containing(periods[-1].start - dt.timedelta(days=1)))
+    return periods
 
 
 def capacity_gpu_hours(period: BudgetPeriod) -> Decimal:
@@ -122,10 +148,12 @@ def seed() -> str:
        moved or archived node is left as they left it, never re-created beside it.
     3. Grants are set only in a budget period where nobody has granted anything (a fresh
        database, or a new quarter), for the seeded paths that still exist. One grant changed
-       by hand and the seed leaves the period alone, so it can never exceed a parent.
-    4. Usage history only for seeded projects that have none.
+       by hand and the seed leaves the period alone, so it can never exceed a parent. The
+       current period first: a grant stands until changed, so an earlier period's grant
+       would count as the current one's if written first.
     """
-    period = BudgetPeriod.current()
+    now = timezone.now()
+    period = BudgetPeriod.current(now)
     for name, factor in GPU_TYPES.items():
         GpuType.objects.get_or_create(name=name, defaults={"cost_factor": factor})
     leader = _user("leader", "Lena", "Leader")
@@ -145,19 +173,17 @@ def seed() -> str:
     paths = [s for s, *_ in PROGRAMS] + [p for p, _ in _seeded_projects(people)]
     nodes = {n.slug_path: n for n in BudgetNode.objects.filter(slug_path__in=paths)}
     nodes[""] = root
-    granted = _grant_period(leader, nodes, period)
-    projects = []
-    for project_path, members in _seeded_projects(people):
-        project = nodes.get(project_path)
-        if project is not None and not project.archived:
-            projects.append((project, members))
-    charged = _history(projects, period)
+    granted = [_grant_period(leader, nodes, p) for p in history_periods(now)][0]
+    projects = [
+        project
+        for project_path, _members in _seeded_projects(people)
+        if (project := nodes.get(project_path)) is not None and not project.archived
+    ]
     total = capacity_gpu_hours(period)
     return (
         f"Budgets: {len(PROGRAMS)} programs, {len(projects)} projects, {len(people)} researchers, "
         + (f"{total:,.0f} H100-equivalent GPU-hours for {period.label}" if granted else
            f"grants for {period.label} as people left them")
-        + (f"; {charged} days of usage history" if charged else "")
     )  # fmt: skip
 
 
@@ -167,33 +193,3 @@ def _seeded_projects(people):
         for child_slug, *_ in children:
             yield f"{slug}/{child_slug}", people[index * 3 : index * 3 + 3]
             index += 1
-
-
-def _history(projects, period) -> int:
-    """Usage from the start of the period to yesterday, so balances and burn-downs have a
-    shape: each project burns 40–90 % of an even pace. Only for projects with no usage."""
-    rng = random.Random(7)
-    h100 = GpuType.objects.get(name="H100")
-    today = timezone.localdate()
-    days = [d for d in period.days() if d < today]
-    grants = balances([p for p, _ in projects], period)
-    charged = 0
-    for project, members in projects:
-        pace = rng.uniform(0.4, 0.9)
-        if UsageEntry.objects.filter(node=project).exists():
-            continue
-        daily_hours = grants[project.pk].grant_gpu_hours / len(period.days()) * Decimal(pace)
-        for day in days:
-            start = timezone.make_aware(dt.datetime.combine(day, dt.time.min))
-            jitter = Decimal(rng.uniform(0.6, 1.4))
-            services.charge_usage(
-                project,
-                None,
-                rng.choice(members),
-                h100,
-                start,
-                start + dt.timedelta(days=1),
-                int(daily_hours * jitter * 3600),
-            )
-            charged += 1
-    return charged

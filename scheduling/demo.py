@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from budgets.access import user_projects
 from budgets.models import Role
+from scheduling.demo_history import record_history
 from scheduling.discovery import register_cluster
 from scheduling.models import Cluster, Job
 from scheduling.services import JobRequest, set_node_drain, submit_job
@@ -161,9 +162,13 @@ def maintain(cluster_name: str = "jupiter", now: dt.datetime | None = None) -> s
 
 
 def seed() -> str:
+    """The clusters, then, on a database with no jobs yet, weeks of finished jobs and their
+    charges (``scheduling.demo_history``) and a backlog waiting now."""
     clusters = _clusters()
     if Job.objects.exists():
         return f"Clusters: {', '.join(c.name for c in clusters)} (jobs already seeded)"
+    finished, days = record_history()
     created = _backlog(clusters)
     gpus = sum(n.gpus for c in clusters for n in c.nodes.all())
-    return f"Clusters: {len(clusters)} simulated, {gpus} GPUs; a backlog of {created} jobs"
+    history = f"{finished} finished jobs over {days} days, " if finished else ""
+    return f"Clusters: {len(clusters)} simulated, {gpus} GPUs; {history}a backlog of {created} jobs"
