@@ -173,6 +173,7 @@ def charge_running_jobs(now: datetime | None = None) -> int:
     (5,000 running jobs in one run of `bench_live`), where one job at a time took about eight each.
     """
     now = now or timezone.now()
+    _lock_budget_chains()
     jobs = list(
         Job.objects.select_for_update(of=("self",))
         .filter(state=Job.State.RUNNING, funded=True)
@@ -209,6 +210,30 @@ def charge_running_jobs(now: datetime | None = None) -> int:
     _defund_past_periods([d for d in due if d[0].pk not in skipped], now)
     event(log, "charge", jobs=len(jobs), gpu_seconds=total, unpriced=len(unpriced))
     return total
+
+
+def _lock_budget_chains() -> None:
+    """Lock the budget chains of every running funded job, top first in path order, as a pass
+    holding liens does (``ledger.hold_liens``), before the balances are read: a pass
+    spending the last hours of a chain then commits first and the floor sees its lien, or
+    waits for this run and sees its charges. Taken before the job rows, as the pass takes the
+    chain before it locks jobs to preempt or defund them, so the two never wait on each
+    other crosswise. NO KEY, as there: the charges' foreign-key checks must not wait."""
+    from django.db.models import Exists, OuterRef
+
+    from budgets.models import BudgetNode
+
+    # One statement: a node is on a chain when a running funded job's project path starts
+    # with its path (treebeard's materialised path).
+    funding = Job.objects.filter(
+        state=Job.State.RUNNING, funded=True, project__path__startswith=OuterRef("path")
+    )
+    list(
+        BudgetNode.objects.select_for_update(no_key=True)
+        .filter(Exists(funding))
+        .order_by("path")
+        .values_list("pk", flat=True)
+    )
 
 
 def _plan(job: Job, start: datetime, until: datetime, known, existing, floor: Floor) -> list:
