@@ -8,6 +8,8 @@ twice.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from django.db import connection, transaction
@@ -15,6 +17,7 @@ from django.utils import timezone
 
 from core.faults import fault_point
 from core.logs import event
+from core.sqlite import locks
 from scheduling import enqueue
 from scheduling.backends.base import (
     Backend,
@@ -81,8 +84,7 @@ def start_on_backend(job_id: int, attempt_key: str) -> bool:
     the same start can run at once, and on Slurm both would ``sbatch`` before either sees the
     other's job; if the caller of the second then died before cancelling its copy, the attempt
     ran twice. The second waits, then finds the first's job by its attempt key."""
-    with transaction.atomic():
-        _lock_dispatch(job_id)
+    with _dispatch_lock(job_id):
         return _start_on_backend(job_id, attempt_key)
 
 
@@ -94,18 +96,30 @@ def settled_dispatch(job_id: int) -> Job:
     this finds the attempt stopped and sends nothing. So the backend's answer and the row's
     ``dispatched`` agree: an attempt the backend does not know and that was never dispatched
     never ran."""
-    with transaction.atomic():
-        _lock_dispatch(job_id)
+    with _dispatch_lock(job_id):
         return Job.objects.select_related("cluster").get(pk=job_id)
 
 
-def _lock_dispatch(job_id: int) -> None:
-    """A transaction-level advisory lock on PostgreSQL: released at commit or rollback, and when
-    a killed worker's connection drops; two jobs sharing a key only wait for each other. (The
-    demo's SQLite has none; its simulated backend launches a key once under a file lock.)"""
+@contextmanager
+def _dispatch_lock(job_id: int) -> Iterator[None]:
+    """On PostgreSQL a transaction-level advisory lock: released at commit or rollback, and when
+    a killed worker's connection drops; two jobs sharing a key only wait for each other.
+
+    On SQLite a file lock (core.sqlite.locks), released likewise, and no transaction around
+    it: there every transaction holds the database's only write lock from its BEGIN, and a
+    dispatch that held it through the backend's submit stopped every writer of every process
+    (passes, syncs, web requests) for as long as the submit took: an unresponsive Slurm
+    controller (30 s per command) outlasts the 20 s busy timeout, "database is locked"."""
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [DISPATCH_LOCK, job_id % 2**31])
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_advisory_xact_lock(%s, %s)", [DISPATCH_LOCK, job_id % 2**31]
+                )
+            yield
+    else:
+        with locks.held(connection, "dispatch", job_id):
+            yield
 
 
 def _start_on_backend(job_id: int, attempt_key: str) -> bool:
@@ -336,7 +350,7 @@ def enqueue_starts(jobs: list[Job]) -> None:
 
 def start_many_on_backend(pairs: list[tuple[int, str]]) -> int:
     """Launch the starts of one dispatch message, one after another (each as
-    ``start_on_backend``: its own lock and transaction). A start the backend cannot take
+    ``start_on_backend``: its own lock). A start the backend cannot take
     now (BackendUnavailable) goes on alone, as its own retried ``dispatch_start`` task, so
     one unreachable moment neither drops nor repeats the others. Returns how many launched."""
     launched = 0

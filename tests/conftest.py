@@ -25,6 +25,19 @@ def tcp_open(host: str, port: int, timeout: float = 0.5) -> bool:
         return False
 
 
+def pytest_unconfigure(config):
+    """Django removes the SQLite test database's file (tests/settings.py), not what lies
+    beside it: SQLite's -wal and -shm files, the folder of its locks (core/sqlite/locks.py)."""
+    from django.conf import settings
+
+    database = getattr(settings, "SQLITE_TEST_DATABASE", None) if settings.configured else None
+    for path in database.parent.glob(f"{database.name}*") if database else []:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
 @pytest.fixture
 def redis_url():
     url = os.environ.get("REDIS_URL", "")
