@@ -290,9 +290,19 @@ def revoke_protection_exception(job_id: int, source: str) -> Job:
     from scheduling import liens
 
     job = Job.objects.select_for_update().get(pk=job_id)
-    if job.protection_source != source[:100]:
+    if job.protection_source != source[:100] and (
+        job.protection_source.startswith("exception #") or job.max_protection_s is None
+    ):
+        # Another exception's extension is in force now: it is not this one's to end. A
+        # source that names no exception (the job lost its funding meanwhile, "none (funding
+        # ran out)") still carries this one's extension in max_protection_s, which must end
+        # here, or every later start would be protected, and held a lien, for its hours.
         return job
-    fields = {"max_protection_s": None, "protection_source": "contract"}
+    unfunded = job.state == Job.State.RUNNING and not job.funded  # keeps saying why
+    fields = {
+        "max_protection_s": None,
+        "protection_source": job.protection_source if unfunded else "contract",
+    }
     message, released = f"{source} ended; protection back to the job's contract", 0
     if job.state == Job.State.RUNNING and job.started_at and job.funded:
         contract_end = job.started_at + timedelta(seconds=job.min_runtime_s)
