@@ -90,7 +90,9 @@ def _conflict(node, current=None) -> ConflictError:
 
 
 @transaction.atomic
-def set_grant(actor, node, gpu_hours, *, expected_version=None, reason="", period=None) -> Grant:
+def set_grant(
+    actor, node, gpu_hours, *, expected_version=None, reason="", period=None, count_liens=True
+) -> Grant:
     """Set a node's grant for a period (the current one by default).
 
     The grant must fit in what the parent holds beside the other children, and must still
@@ -98,6 +100,10 @@ def set_grant(actor, node, gpu_hours, *, expected_version=None, reason="", perio
     its subtree) has spent this period plus what its running jobs' open liens hold, so no
     balance goes below zero. `expected_version` is the version the caller
     saw; if someone changed the grant since, a ConflictError names the field.
+
+    ``count_liens=False`` is for a period's rollover only (a temporary top-up ending): the
+    new period's grant is what was decided for it, as if set in advance, where open liens do
+    not count; the caller states the consequence when they exceed it.
     """
     period = period or BudgetPeriod.current()
     amount = parse_gpu_hours(gpu_hours)
@@ -117,7 +123,7 @@ def set_grant(actor, node, gpu_hours, *, expected_version=None, reason="", perio
             f"the grant cannot be less than that.",
         )
     if amount < old:
-        _check_covers_commitments(node, period, amount, GRANT)
+        _check_covers_commitments(node, period, amount, GRANT, count_liens=count_liens)
     if amount == old:
         in_force = Grant.objects.filter(node=node, period_start__lte=period.start)
         current = in_force.order_by("-period_start").first()
@@ -129,12 +135,13 @@ def set_grant(actor, node, gpu_hours, *, expected_version=None, reason="", perio
     return row
 
 
-def _check_covers_commitments(node, period, amount, field, *, leaving=None):
+def _check_covers_commitments(node, period, amount, field, *, leaving=None, count_liens=True):
     """A cut may not go below what was charged this period plus what open liens hold: the
     running jobs' protected windows were promised against this balance (Slurm's association
     limits and ColdFront's allocations refuse a cut under usage the same way). `leaving` is
     the amount of a transfer, whose message speaks of what can leave the node."""
     used, held = committed_gpu_hours(node, period)
+    held = held if count_liens else Decimal("0")
     minimum = used + held
     if amount >= minimum:
         return

@@ -252,6 +252,9 @@ def _end_topup(request, now) -> None:
         target = max(current - Decimal(entry["added"]), Decimal("0"))
         try:
             with transaction.atomic():
+                # Not refused for open liens: the top-up was for the period that ended, and a
+                # run it funded that is still protected must not carry it on (liens are
+                # counted for a grant set in advance neither); the consequence is noted.
                 set_grant(
                     None,
                     node,
@@ -259,6 +262,7 @@ def _end_topup(request, now) -> None:
                     period=following,
                     reason=f"{request.source} ended with {ended.label}: its top-up is not "
                     f"carried into {following.label}.",
+                    count_liens=False,
                 )
         except BudgetError as exc:
             _note(
@@ -271,5 +275,23 @@ def _end_topup(request, now) -> None:
             request,
             now,
             f"{node.label}: {current} → {target} GPU-hours from "
-            f"{following.label} (spent hours are not clawed back).",
+            f"{following.label} (spent hours are not clawed back)."
+            + _short_by_liens(node, following),
         )
+
+
+def _short_by_liens(node, period) -> str:
+    """The stated consequence when open liens exceed the lowered grant: the protected runs
+    keep their protection and are paid from the new period's grant, the node starts it short,
+    and no new start is funded there until its balance is above zero again."""
+    from budgets.balances import HOUR, remaining_of
+
+    [left] = remaining_of([node], period)
+    if left >= 0:
+        return ""
+    return (
+        f" Open liens of its running jobs hold more than that: those runs keep their "
+        f"protection, paid from {period.label}'s grant, so {node.label} starts it "
+        f"{Decimal(-left) / HOUR:,.2f} GPU-hours short, and no new start is funded there "
+        "until its balance is above zero again."
+    )
