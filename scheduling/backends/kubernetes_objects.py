@@ -225,6 +225,27 @@ def started_at(job: dict, pods: list[dict]) -> float | None:
     return max(starts) if starts and len(starts) >= wanted else None
 
 
+def ended_at(job: dict, pods: list[dict], finished: dict | None) -> float | None:
+    """When a finished attempt really ended, however late Allot hears of it: the last
+    container's ``state.terminated.finishedAt`` (its pods hold the GPUs until then), else the
+    Job's ``status.completionTime``, else when its finished condition turned true. None for a
+    Job that has not finished."""
+    if finished is None:
+        return None
+    ends = [
+        _timestamp(((cs.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+        for pod in pods
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []
+    ]
+    known = [t for t in ends if t is not None]
+    if known:
+        return max(known)
+    status = job.get("status") or {}
+    return _timestamp(status.get("completionTime")) or _timestamp(
+        finished.get("lastTransitionTime")
+    )
+
+
 def remote_job(job: dict, pods: list[dict]) -> RemoteJob:
     """Map one Job and its pods to Allot's view.
 
@@ -243,14 +264,14 @@ def remote_job(job: dict, pods: list[dict]) -> RemoteJob:
         }
     )
     extra: dict = {"namespace": meta.get("namespace", ""), "pods": len(pods)}
-    exit_code = None
+    exit_code, finished = None, None
     if meta.get("deletionTimestamp"):
         state = RemoteState.CANCELLED
     elif done := _condition(job, "Complete"):
-        state, exit_code = RemoteState.COMPLETED, 0
+        state, exit_code, finished = RemoteState.COMPLETED, 0, done
         extra["reason"] = done.get("reason", "")
     elif failed := _condition(job, "Failed"):
-        state, exit_code = RemoteState.FAILED, _exit_code(pods)
+        state, exit_code, finished = RemoteState.FAILED, _exit_code(pods), failed
         extra["reason"] = failed.get("reason", "")
         extra["message"] = failed.get("message", "")
     elif spec.get("suspend"):
@@ -267,6 +288,7 @@ def remote_job(job: dict, pods: list[dict]) -> RemoteJob:
         nodes=tuple(bound),
         exit_code=exit_code,
         started_at=started_at(job, pods),
+        ended_at=ended_at(job, pods, finished),
         extra=extra,
     )
 
