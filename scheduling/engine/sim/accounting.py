@@ -84,6 +84,13 @@ class Accounting:
     node_busy: dict[str, int]
     waiters: FundableWaiters
     frag_now: dict[str, set[str]]
+    # idle while fits (costs.py): the idle GPUs a fundable waiting job fits, since when that
+    # count holds, whether it must be counted again, the balances of the last pass
+    fits_rate: int
+    fits_since: float
+    fits_stale: bool
+    fund_left: dict[str, float]
+    nodes_on: dict[str, list[str]]
 
     def _charge(self, t: float) -> None:
         t0 = self.charged_to
@@ -224,6 +231,40 @@ class Accounting:
             if self.cluster_of[n] == cluster:
                 idle -= self.nodes[n].gpus - self.node_busy[n]
         return idle
+
+    def _fits_at(self, t: float) -> None:
+        """Count the idle-while-fits GPU-seconds up to ``t``; the caller is about to change
+        what runs, waits, is drained or fundable, so the count is taken again after it.
+        Called before each change, the state seen here is the one that held since the last."""
+        if t > self.fits_since:
+            if self.fits_stale:
+                self.fits_rate = self._fitting_idle()
+                self.fits_stale = False
+            self.res.idle_while_fits += self.fits_rate * (t - self.fits_since)
+            self.fits_since = t
+        self.fits_stale = True
+
+    def _fitting_idle(self) -> int:
+        """Idle GPUs that a fundable waiting job would fit now (costs.py)."""
+        total = 0
+        for cluster, names in self.nodes_on.items():
+            if self._idle(cluster) <= 0:
+                continue
+            node_gpus = self.nodes[names[0]].gpus  # a scenario's cluster is uniform
+            single, multi = self.waiters.smallest_on(
+                cluster, self.cluster_cost[cluster], node_gpus, self.fund_left
+            )
+            if not single and not multi:
+                continue
+            free = [
+                self.nodes[n].gpus - self.node_busy[n] for n in names if n not in self.drain_req
+            ]
+            whole = sum(1 for f in free if f == node_gpus)
+            multi_fits = multi > 0 and whole * node_gpus >= multi
+            for f in free:
+                if f > 0 and ((single and f >= single) or (multi_fits and f == node_gpus)):
+                    total += f
+        return total
 
     def _stop(self, job_id: str) -> RunningJob:
         r = self.running.pop(job_id)

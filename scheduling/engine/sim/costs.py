@@ -20,6 +20,18 @@ idle GPUs could not give it a placement on them (best fit, gang rule, held nodes
 idle GPU-second until the next event counts. The total counts each idle GPU-second once; a
 project's figure counts the idle GPU-seconds while one of its own jobs waited (the per-project
 figures overlap when several projects wait at once).
+
+Idle while fits: GPUs idle (on a node not being drained, running nothing) while a waiting job
+its project's budget could fund would fit on them under the engine's gang rule: n GPUs on one
+node with at least n free, or, for a job larger than a node, whole free nodes, enough of them.
+An idle GPU counts when some such job has a placement on free GPUs that includes it: a node's
+free GPUs count when the smallest fundable single-node job waiting for that cluster fits
+there, and every whole free node counts when the smallest fundable multi-node job fits on the
+whole free nodes. These are the GPUs a pass left idle with work for them waiting: held for a
+larger job (what a hold costs), or idle until the next pass (what the pass interval costs).
+The figure is a rate that changes only at submits, finishes, drains and passes, and is
+integrated exactly between them; which jobs are fundable is decided on the balances the last
+pass saw (the engine decides funding at passes too).
 """
 
 from __future__ import annotations
@@ -63,12 +75,44 @@ class FundableWaiters:
     def __init__(self) -> None:
         self.heaps: dict[tuple[str, str | None], list[tuple[float, str]]] = {}
         self.waiting: set[str] = set()
+        # the same liens by job size: (project, cluster or None) -> {GPUs: heap}
+        self.sizes: dict[tuple[str, str | None], dict[int, list[tuple[float, str]]]] = {}
 
-    def add(self, job_id: str, project: str, cluster: str | None, lien_s: float) -> None:
+    def add(
+        self, job_id: str, project: str, cluster: str | None, lien_s: float, gpus: int = 0
+    ) -> None:
         if not project:
             return
         self.waiting.add(job_id)
         heapq.heappush(self.heaps.setdefault((project, cluster), []), (lien_s, job_id))
+        by_size = self.sizes.setdefault((project, cluster), {})
+        heapq.heappush(by_size.setdefault(gpus, []), (lien_s, job_id))
+
+    def smallest_on(
+        self, cluster: str, cost: float, node_gpus: int, remaining: dict[str, float]
+    ) -> tuple[int, int]:
+        """(smallest single-node, smallest multi-node) GPU count among the waiting jobs for
+        ``cluster`` that their project's remaining could fund there; 0 when there is none."""
+        single, multi = 0, 0
+        for (project, where), by_size in self.sizes.items():
+            if where is not None and where != cluster:
+                continue
+            left = remaining.get(project, 0.0)
+            if left <= 0:
+                continue
+            for gpus, heap in by_size.items():
+                if single and gpus >= single and (gpus <= node_gpus or (multi and gpus >= multi)):
+                    continue
+                while heap and heap[0][1] not in self.waiting:
+                    heapq.heappop(heap)
+                if not heap or heap[0][0] * cost > left:
+                    continue
+                if gpus <= node_gpus:
+                    if not single or gpus < single:
+                        single = gpus
+                elif not multi or gpus < multi:
+                    multi = gpus
+        return single, multi
 
     def remove(self, job_id: str) -> None:
         self.waiting.discard(job_id)

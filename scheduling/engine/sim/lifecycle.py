@@ -34,7 +34,7 @@ class JobLifecycle(ResultReport):
 
     def _enqueue(self, state: JobState) -> None:
         s = state.spec
-        self.waiters.add(s.id, s.project, s.cluster, s.gpus * self._protection(s))
+        self.waiters.add(s.id, s.project, s.cluster, s.gpus * self._protection(s), s.gpus)
         self.lien_targets.add(s)
         self._pending_tuple = None
         self.pending[s.id] = PendingJob(
@@ -58,6 +58,7 @@ class JobLifecycle(ResultReport):
         state.left_s = max(0.0, state.left_s - kept) if r.resumable else state.spec.duration_s
         self.res.wasted[r.project] += lost * r.gpus * self.node_cost[r.nodes[0][0]]
         self.res.preemptions += 1
+        self.res.preempted[job_id] = self.res.preempted.get(job_id, 0) + 1
         if r.funded and t < r.protected_until_s:
             self.res.protected_preemptions += 1
         self._enqueue(state)

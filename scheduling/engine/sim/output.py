@@ -46,6 +46,12 @@ def to_json(res: SimResult) -> dict:
             "completed": res.completed,
             "preemptions": res.preemptions,
             "protected_preemptions": res.protected_preemptions,
+            "max_preemptions_per_job": max(res.preempted.values(), default=0),
+            # the five jobs preempted most often (ties by id): where preemption is unstable
+            "most_preempted": [
+                {"job_id": job_id, "preemptions": n}
+                for job_id, n in sorted(res.preempted.items(), key=lambda x: (-x[1], x[0]))[:5]
+            ],
         },
         "drains": res.drains,
         "unfunded_gpu_hours": round(sum(res.unallocated.values()) / 3600, 3),
@@ -60,6 +66,9 @@ def to_json(res: SimResult) -> dict:
         # while fundable work waited for a placement they could not give (costs.py)
         "wasted_gpu_hours": round(sum(res.wasted.values()) / 3600, 3),
         "fragmentation_gpu_hours": round(res.fragmentation_total / 3600, 3),
+        # GPUs idle while fundable work that fits them waited: held for a larger job, or
+        # idle until the next pass (costs.py)
+        "idle_while_fits_gpu_hours": round(res.idle_while_fits / 3600, 3),
         "preemption_cost": {
             "checkpoint_interval_s": res.scenario.preemption.checkpoint_interval_s,
             "restart_overhead_s": res.scenario.preemption.restart_overhead_s,

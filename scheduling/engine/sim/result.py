@@ -44,6 +44,8 @@ class SimResult:
     wasted: dict[str, float] = field(default_factory=dict)  # project -> GPU-seconds (costed)
     fragmentation: dict[str, float] = field(default_factory=dict)  # project -> GPU-seconds
     fragmentation_total: float = 0.0
+    idle_while_fits: float = 0.0  # GPU-seconds (costs.py), not cost-normalised
+    preempted: dict[str, int] = field(default_factory=dict)  # job -> its preemptions
 
 
 def size_class(gpus: int) -> str:

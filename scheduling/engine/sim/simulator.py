@@ -174,6 +174,13 @@ class Simulator(JobLifecycle):
         self.node_busy = defaultdict(int)
         self.waiters = FundableWaiters()
         self.frag_now = {}  # cluster -> projects whose work waits there
+        self.fits_rate = 0  # Accounting._fits_at
+        self.fits_since = 0.0
+        self.fits_stale = False
+        self.fund_left = {}
+        self.nodes_on = {c.name: [] for c in scenario.clusters}
+        for name, c in scenario.node_names():
+            self.nodes_on[c.name].append(name)
 
     # ---- the loop ----------------------------------------------------------------------
 
@@ -210,6 +217,7 @@ class Simulator(JobLifecycle):
             if self.until is None and self._idle_for_good():
                 break
         self._charge(t)
+        self._fits_at(t)
         self.res.horizon_s = self.until if self.until is not None else t
         self._finish_report(self.res.horizon_s)
         return self.res
@@ -240,6 +248,7 @@ class Simulator(JobLifecycle):
         if kind in (_SUBMIT, _DRAIN):
             self.arrivals -= 1
         if kind == _SUBMIT:
+            self._fits_at(t)
             state = self.jobs[payload]
             self.res.submitted += 1
             self._enqueue(state)
@@ -251,6 +260,7 @@ class Simulator(JobLifecycle):
             if state.attempt != attempt or job_id not in self.running:
                 return False  # a stale finish: the job was preempted since
             self._charge(t)
+            self._fits_at(t)
             r = self._stop(job_id)
             self.res.wasted[r.project] += state.overhead_s * r.gpus * self.node_cost[r.nodes[0][0]]
             state.left_s = 0.0
@@ -260,6 +270,7 @@ class Simulator(JobLifecycle):
             self._event(t, job_id, FINISH, _names(r.nodes), order=order)
             return True
         if kind == _DRAIN:
+            self._fits_at(t)
             self.drain_req[payload] = t
             self.drained_at[payload] = None
             return True
@@ -287,6 +298,7 @@ class Simulator(JobLifecycle):
         interval later, could decide something new: this one started, preempted or held
         something new, or stopped searching for victims at its budget."""
         self._charge(t)
+        self._fits_at(t)
         self.last_pass = t
         self.res.passes += 1
         remaining = self.remaining(t)
@@ -314,6 +326,7 @@ class Simulator(JobLifecycle):
                 for anc in self.up.get(r.project, ()):
                     remaining[anc] -= lien
         self.frag_now = self.waiters.projects_on(self.cluster_cost, remaining)
+        self.fund_left = remaining
         holds = frozenset((h.job_id, h.nodes, h.start_s) for h in decisions.reservations)
         new_hold = not holds <= self.last_holds
         self.last_holds = holds
