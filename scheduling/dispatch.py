@@ -247,6 +247,9 @@ def _find_remote(backend: Backend, attempt_key: str) -> RemoteJob | None:
 
 
 ENDED_ON_ITS_OWN = (RemoteState.COMPLETED, RemoteState.FAILED)
+# Still there as it was launched, without a start: queued in Slurm, pods bound but not started
+# (an image pull). Not a stopped attempt (suspended, deleted), whose start is gone with its pods.
+NOT_STARTED_YET = (RemoteState.PENDING, RemoteState.RUNNING)
 
 
 @transaction.atomic
@@ -264,11 +267,14 @@ def settle_stopped_attempt(job_id: int, remote: RemoteJob) -> int:
     from scheduling import settling
 
     ended_on_its_own = remote.state in ENDED_ON_ITS_OWN and remote.ended_at is not None
-    if not ended_on_its_own and remote.started_at is None:
+    never_started = remote.started_at is None and remote.state in NOT_STARTED_YET
+    if not ended_on_its_own and remote.started_at is None and not never_started:
         return 0
     job = Job.objects.select_for_update(of=("self",)).filter(pk=job_id).first()
     if job is None:
         return 0
+    if never_started:
+        return settling.settle_unstarted_attempt(job, remote.attempt_key)
     current = job.attempt_key == remote.attempt_key
     stopped = (Job.State.PREEMPTED, Job.State.CANCELLED, Job.State.PENDING)
     stopped_at = job.ended_at

@@ -44,6 +44,38 @@ def confirm_stopped_start(job: Job, started: datetime) -> None:
     Job.objects.filter(pk=job.pk).update(run_seconds_done=job.run_seconds_done)
 
 
+def settle_unstarted_attempt(job: Job, attempt_key: str) -> int:
+    """Allot stopped this attempt (cancel, preemption) and the backend, asked by the stop,
+    shows it still launched but never started (pods bound but not started, a job Slurm still
+    queues): charges count from the start the backend reports, and there is none, so every
+    charge of the attempt since the pass decided it is given back, and a resumable job keeps
+    no progress for it. Once only: the second time nothing is left to give back. The caller
+    holds the job row. Returns the cost-GPU-seconds given back."""
+    from budgets import ledger
+
+    stopped = (Job.State.CANCELLED, Job.State.PREEMPTED)
+    if job.attempt_key != attempt_key or job.state not in stopped or job.started_at is None:
+        return 0
+    if job.last_charged_at is None or job.last_charged_at <= job.started_at:
+        return 0
+    given = ledger.reverse_usage_since(job.pk, job.started_at)
+    fields = {"last_charged_at": job.started_at}
+    if job.resumable and job.ended_at is not None:
+        counted = max(0, int((job.ended_at - job.started_at).total_seconds()))  # by close_run
+        fields["run_seconds_done"] = max(0, job.run_seconds_done - counted)
+    Job.objects.filter(pk=job.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(job, name, value)
+    JobEvent.objects.create(
+        job=job,
+        at=job.ended_at or job.started_at,
+        kind="charges_settled",
+        message="the cluster had not started this attempt when Allot stopped it: its charges "
+        f"since {job.started_at:%Y-%m-%d %H:%M:%S} UTC given back ({given} cost-GPU-seconds)",
+    )
+    return given
+
+
 def settle_late_end(job: Job, ended: datetime, *, forgotten: bool = False) -> int:
     """Allot closed this attempt itself (preemption, cancel) and charged it to that close,
     but the backend now says its work had already ended at ``ended`` (during an outage, or

@@ -76,3 +76,38 @@ def test_protection_and_charges_count_from_when_the_pods_really_started(
         reconcile.sync_cluster(job.cluster_id)
         charge_running_jobs()
     assert charged_gpu_seconds(job) == 8 * 20 * 60
+
+
+def test_a_job_cancelled_before_its_pods_started_keeps_no_charge(
+    fake_api, researcher, django_capture_on_commit_callbacks
+):
+    from budgets.balances import remaining_by_path
+    from scheduling.services import cancel_job
+
+    GpuTypeFactory(name="NVIDIA-H100-80GB-HBM3")
+    discovery.register_cluster("k8s-lab", "kubernetes", {"host": fake_api.url, "timeout": "5"})
+    set_account(researcher, "researcher", uid=5001, gid=5000)
+    fake_api.kubelet_paused = True
+    t0 = timezone.now().replace(microsecond=0)
+    with time_machine.travel(t0, tick=False):
+        job = submit_job(
+            researcher,
+            JobRequest(
+                name="train", project="nlp/olmo", cluster="k8s-lab", gpus=8, min_runtime_s=3600
+            ),
+        )
+        with django_capture_on_commit_callbacks(execute=True):
+            passes.run_pass(job.cluster_id)
+        before = remaining_by_path()
+    with time_machine.travel(t0 + 5 * MIN, tick=False):
+        reconcile.sync_cluster(job.cluster_id)  # bound, not started
+        charge_running_jobs()
+    assert charged_gpu_seconds(job) == 8 * 5 * 60  # provisional, from the pass's decision
+    with time_machine.travel(t0 + 10 * MIN - dt.timedelta(seconds=1), tick=False):
+        with django_capture_on_commit_callbacks(execute=True):
+            cancel_job(researcher, job.pk)  # a second before the kubelet would start the pods
+    job.refresh_from_db()
+    assert job.state == Job.State.CANCELLED
+    assert charged_gpu_seconds(job) == 0  # charged from the backend's start: there was none
+    assert job.events.filter(kind="charges_settled").exists()
+    assert remaining_by_path()[job.project.path] == before[job.project.path] + 8 * 3600
