@@ -129,3 +129,47 @@ def test_a_stop_waits_for_the_dispatch_in_flight_and_stops_what_it_launched(
     job.refresh_from_db()
     assert job.state == Job.State.PENDING
     assert not job.events.filter(kind="charges_settled").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dispatch_waiting_on_the_backend_holds_up_no_other_writer(
+    researcher, tmp_path, monkeypatch
+):
+    """On SQLite every transaction holds the database's only write lock from its BEGIN, and the
+    dispatch lock was taken in one: while a backend's submit took its time (an unresponsive
+    Slurm controller: 30 s a command), every submission, pass and sync of every process
+    waited, and past the busy timeout failed ("database is locked")."""
+    cluster = make_cluster(tmp_path)
+    request = JobRequest(name="t", project="nlp/olmo", cluster="jupiter", gpus=1, min_runtime_s=60)
+    job = submit_job(researcher, request)
+    with monkeypatch.context() as lost:
+        lost.setattr(dispatch, "enqueue_starts", lambda jobs: None)
+        passes.run_pass(cluster.pk)
+    job.refresh_from_db()
+    submitting, go_on = threading.Event(), threading.Event()
+
+    class StuckBackend(SlowBackend):
+        def submit(self, spec):
+            submitting.set()
+            go_on.wait(10)
+            return RemoteJob(spec.job_id, "stuck-1", spec.attempt_key, RemoteState.PENDING)
+
+    monkeypatch.setattr(dispatch, "backend_for", lambda cluster: StuckBackend())
+
+    def dispatcher():
+        try:
+            dispatch.start_on_backend(job.pk, job.attempt_key)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=dispatcher)
+    thread.start()
+    assert submitting.wait(10)
+    began = time.monotonic()
+    submit_job(researcher, request)
+    waited = time.monotonic() - began
+    go_on.set()
+    thread.join(timeout=30)
+    assert waited < 2
+    job.refresh_from_db()
+    assert job.dispatched and job.external_id == "stuck-1"
