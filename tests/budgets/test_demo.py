@@ -1,3 +1,5 @@
+import datetime as dt
+
 import pytest
 from django.contrib.auth import authenticate
 
@@ -13,7 +15,8 @@ def test_seeding_twice_leaves_one_demo_organisation():
     counts = [BudgetNode.objects.count(), Role.objects.count(), UsageEntry.objects.count()]
     demo.seed()
     assert [BudgetNode.objects.count(), Role.objects.count(), UsageEntry.objects.count()] == counts
-    assert AuditEntry.objects.filter(action="set_grant").count() == counts[0]
+    periods = demo.history_periods(demo.timezone.now())  # a grant a node in each
+    assert AuditEntry.objects.filter(action="set_grant").count() == counts[0] * len(periods)
 
 
 def test_the_demo_organisation_is_believable():
@@ -51,3 +54,55 @@ def test_demo_users_log_in_with_demo_and_hold_their_roles():
         "nlp/olmo",
         "nlp/tulu",
     ]
+
+
+def _seed_demo_at(when, tmp_path, monkeypatch, settings):
+    """``manage.py seed_demo`` (budgets, clusters and their recorded history) at ``when``."""
+    import time_machine
+    from django.core.management import call_command
+
+    monkeypatch.setenv("ALLOT_VAR_DIR", str(tmp_path))
+    settings.DEBUG = True
+    traveller = time_machine.travel(when, tick=False)
+    traveller.start()
+    call_command("seed_demo")
+    return traveller
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        dt.datetime(2026, 11, 20, 15, 30, tzinfo=dt.UTC),  # mid-quarter
+        dt.datetime(2027, 1, 9, 8, 0, tzinfo=dt.UTC),  # early: the history reaches into Q4
+    ],
+)
+def test_with_the_seeded_history_every_budget_burns_within_its_grant(
+    when, client, tmp_path, monkeypatch, settings
+):
+    traveller = _seed_demo_at(when, tmp_path, monkeypatch, settings)
+    try:
+        now = when.replace(second=0)
+        for period in demo.history_periods(now):
+            stats = tree_stats(period)
+            # the share of the period the history covers
+            since = max(period.start_at, demo.history_start(now))
+            elapsed = (min(now, period.end_at) - since) / (period.end_at - period.start_at)
+            for s in stats.values():
+                grant, used = float(s.grant_gpu_hours), float(s.used_gpu_hours)
+                assert grant > 0, (period, s.node)
+                assert 0 < used < grant, (period, s.node)  # never overspent
+            root = next(s for s in stats.values() if s.node.depth == 1)
+            pace = float(root.used_gpu_hours) / (float(root.grant_gpu_hours) * elapsed)
+            assert 0.4 <= pace <= 1.0  # the organisation spends below an even pace
+        client.force_login(authenticate(username="leader", password="demo"))
+        page = client.get("/budgets/")
+        assert page.status_code == 200
+        assert "nlp/olmo" in page.content.decode() or "OLMo" in page.content.decode()
+        root = BudgetNode.objects.get(depth=1)
+        burn = client.get(f"/budgets/{root.pk}/burndown.json").json()
+        used = [float(p["used_gpu_hours"]) for p in burn["points"]]
+        assert used == sorted(used) and used[-1] > 0
+        assert float(burn["points"][-1]["remaining_gpu_hours"]) > 0
+        assert client.get(f"/budgets/{root.pk}/").status_code == 200
+    finally:
+        traveller.stop()
