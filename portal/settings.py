@@ -237,6 +237,10 @@ if CELERY_BROKER_URL == f"sqla+sqlite:///{BROKER_DB}":
     VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite creates the file, not its folder
     CELERY_BROKER_TRANSPORT_OPTIONS = {"creator": _broker_connection}
 CELERY_TASK_DEFAULT_QUEUE = env_str("ALLOT_CELERY_QUEUE", "celery")
+# What-if previews replay weeks of jobs (seconds to minutes of CPU each): on a queue of their
+# own, consumed by a worker of their own, so a burst of them never delays a scheduling pass.
+ALLOT_WHATIF_QUEUE = env_str("ALLOT_WHATIF_QUEUE", "whatif")
+CELERY_TASK_ROUTES = {"whatif.tasks.run_preview": {"queue": ALLOT_WHATIF_QUEUE}}
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -266,6 +270,10 @@ ALLOT_WHATIF_PASS_INTERVAL_S = env_int("ALLOT_WHATIF_PASS_INTERVAL_S", 300)
 # from this many jobs, the proposed replay runs in a second process beside the current one
 ALLOT_WHATIF_PARALLEL_JOBS = env_int("ALLOT_WHATIF_PARALLEL_JOBS", 2000)
 ALLOT_WHATIF_SNAPSHOT_S = env_int("ALLOT_WHATIF_SNAPSHOT_S", 300)
+# previews one user may have queued or running at once; one more is refused (429)
+ALLOT_WHATIF_MAX_PER_USER = env_int("ALLOT_WHATIF_MAX_PER_USER", 2)
+if ALLOT_WHATIF_MAX_PER_USER < 1:
+    raise ImproperlyConfigured("ALLOT_WHATIF_MAX_PER_USER must be at least 1")
 # Exceptions workflow (see docs/exceptions.md)
 ALLOT_EXCEPTION_MAX_PROTECTION_H = env_int("ALLOT_EXCEPTION_MAX_PROTECTION_H", 72)
 ALLOT_EXCEPTION_PROTECTION_VALID_H = env_int("ALLOT_EXCEPTION_PROTECTION_VALID_H", 168)

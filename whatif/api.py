@@ -1,8 +1,9 @@
 """``POST /api/v1/whatif/`` queues a preview; ``GET /api/v1/whatif/{id}/`` reports it.
 
 Scope and validation live in ``whatif.proposal``; errors come back as ``{"message",
-"field"}`` (400 for bad input, 403 for a node outside the caller's reach). A preview is seen
-only by whoever asked for it.
+"field"}`` (400 for bad input, 403 for a node outside the caller's reach, 429 when the caller
+already has ALLOT_WHATIF_MAX_PER_USER previews waiting). A preview is seen only by whoever
+asked for it.
 """
 
 from django.http import Http404
@@ -20,6 +21,11 @@ from whatif.proposal import ScopeError
 from whatif.serializers import PreviewCreatedSerializer, PreviewRequestSerializer, PreviewSerializer
 
 
+class PreviewLimit(exceptions.APIException):
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = "too_many_previews"
+
+
 def preview_for(user, pk) -> Preview:
     """The one choke point: a preview is its requester's alone."""
     try:
@@ -32,7 +38,7 @@ class PreviewCreateView(APIView):
     @extend_schema(
         summary="Preview a grant change on the organisation's recent workload",
         request=PreviewRequestSerializer,
-        responses={202: PreviewCreatedSerializer, 400: ERROR, 403: ERROR},
+        responses={202: PreviewCreatedSerializer, 400: ERROR, 403: ERROR, 429: ERROR},
     )
     def post(self, request):
         body = PreviewRequestSerializer(data=request.data)
@@ -45,6 +51,8 @@ class PreviewCreateView(APIView):
             raise exceptions.PermissionDenied({error.field: error.message}) from None
         except BudgetError as error:
             raise_for(error)
+        except services.TooManyPreviews as error:
+            raise PreviewLimit(error.message) from None
         return Response({"id": preview.pk, "status": preview.status}, status.HTTP_202_ACCEPTED)
 
 

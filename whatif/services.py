@@ -16,6 +16,7 @@ import time
 from decimal import Decimal
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -27,6 +28,36 @@ from whatif.models import Preview, Workload
 
 log = logging.getLogger(__name__)
 S = Preview.Status
+# A preview still queued or running this long after it was asked for is taken as lost (its
+# message dropped, its worker gone before it could record a failure): it no longer counts
+# against its user's limit, so a lost message never locks anyone out.
+LOST_AFTER = dt.timedelta(hours=6)
+
+
+class TooManyPreviews(Exception):
+    """The user already has ALLOT_WHATIF_MAX_PER_USER previews queued or running."""
+
+    field = None
+
+    def __init__(self, limit: int):
+        self.message = (
+            f"You already have {limit} previews queued or running, the most one user may "
+            f"have at once (ALLOT_WHATIF_MAX_PER_USER = {limit}); wait for one to finish."
+        )
+        super().__init__(self.message)
+
+
+def _check_limit(user, now: dt.datetime) -> None:
+    """Refuse a new replay while the user has the limit waiting. The user's row is locked
+    first, so two requests at once cannot both see room for one (SQLite's IMMEDIATE
+    transactions serialise them anyway)."""
+    get_user_model().objects.select_for_update().filter(pk=user.pk).exists()
+    limit = int(settings.ALLOT_WHATIF_MAX_PER_USER)
+    active = Preview.objects.filter(
+        requested_by=user, status__in=[S.QUEUED, S.RUNNING], created_at__gte=now - LOST_AFTER
+    ).count()
+    if active >= limit:
+        raise TooManyPreviews(limit)
 
 
 def _fresh(weeks: int, now: dt.datetime, period_grants) -> Workload | None:
@@ -76,7 +107,9 @@ def cache_key(workload: Workload, grants: dict[str, str]) -> str:
 
 def request_preview(user, weeks, grants, now: dt.datetime | None = None) -> Preview:
     """Check the proposal, read the workload, and queue the replays — or, when the same
-    workload and proposal were replayed before, answer with that result at once."""
+    workload and proposal were replayed before, answer with that result at once. A replay is
+    refused (``TooManyPreviews``) while the user has ALLOT_WHATIF_MAX_PER_USER waiting; an
+    answer from the cache costs nothing and is never refused."""
     weeks = proposal.parse_weeks(weeks)
     if not proposal.may_preview(user):
         raise proposal.ScopeError("grants", "Only leadership and managers can preview changes.")
@@ -86,6 +119,8 @@ def request_preview(user, weeks, grants, now: dt.datetime | None = None) -> Prev
         proposed = proposal.parse_proposal(user, grants, current)
         key = cache_key(workload, proposed)
         done = Preview.objects.filter(cache_key=key, status=S.DONE).first()
+        if not done:
+            _check_limit(user, timezone.now())
         preview = Preview.objects.create(
             requested_by=user,
             workload=workload,

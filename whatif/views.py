@@ -45,12 +45,13 @@ def simulate(request):
     weeks = request.POST.get("weeks", "4")
     try:
         preview = services.request_preview(request.user, weeks, typed)
-    except (BudgetError, proposal.ScopeError) as error:
+    except (BudgetError, proposal.ScopeError, services.TooManyPreviews) as error:
         context = _form_context(request.user, typed, error, weeks)
         if request.htmx:  # the form itself comes back, with the error in place
             response = render(request, f"{PAGE}#preview-form", context)
             return reswap(retarget(response, "#budget-tree"), "outerHTML")
-        return render(request, PAGE, context, status=400)
+        refused = 429 if isinstance(error, services.TooManyPreviews) else 400
+        return render(request, PAGE, context, status=refused)
     if request.htmx:
         return render(request, f"{RESULT}#status", _status_context(request, preview))
     return redirect("whatif-page-detail", pk=preview.pk)

@@ -1,4 +1,4 @@
-"""Run the whole demo in one terminal: web, a Celery worker and beat, on the embedded broker.
+"""Run the whole demo in one terminal: web, Celery workers and beat, on the embedded broker.
 
 Each part is a child process, supervised: one that exits (a crash, an OOM kill, a `kill -9`)
 is started again with a log line, after a pause that grows while it keeps crashing (1 s, 2 s,
@@ -63,18 +63,31 @@ class Child:
 
 
 def commands(python: str, host: str, port: int, var) -> dict[str, list[str]]:
+    """The children. Two workers: one for the passes, dispatch, sync and charging (the
+    default queue), one for what-if previews (their own queue). A replay is pure Python that
+    holds the GIL for seconds to minutes, so in the same process, even on another thread, it
+    would slow every pass; in its own process it only shares the cores."""
     celery = [python, "-m", "celery", "-A", "portal"]
+    worker = [*celery, "worker", "--pool", "threads", "--loglevel", "WARNING"]
     return {
         "web": [python, "manage.py", "runserver", f"{host}:{port}", "--noreload"],
         "worker": [
-            *celery,
-            "worker",
-            "--pool",
-            "threads",
+            *worker,
             "--concurrency",
             "4",
-            "--loglevel",
-            "WARNING",
+            "--queues",
+            settings.CELERY_TASK_DEFAULT_QUEUE,
+            "--hostname",
+            "allot@%h",
+        ],
+        "previews": [
+            *worker,
+            "--concurrency",
+            "1",
+            "--queues",
+            settings.ALLOT_WHATIF_QUEUE,
+            "--hostname",
+            "previews@%h",
         ],
         "beat": [
             *celery,
