@@ -29,6 +29,8 @@ def problem(user, cluster: Cluster) -> str:
             "(manage.py posix_account)"
         )
     refused = refusal(account.name, account.uid)
+    if account.name == (cluster.options or {}).get("service_user"):
+        refused = ("name", f"{account.name} is this cluster's service account (service_user)")
     if refused:
         return f"cluster {cluster.name}: {user.get_username()}'s POSIX account: {refused[1]}"
     if cluster.backend == Cluster.Backend.KUBERNETES and (account.uid is None or not account.gid):

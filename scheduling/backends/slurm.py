@@ -257,6 +257,12 @@ class SlurmBackend(Backend):
         preempted job of the same Allot job to the new nodes and release it. 3. Otherwise
         ``sbatch``. 4. Look again: if a concurrent retry also launched, keep the lowest Slurm id
         and cancel the rest, so every caller converges on the same job."""
+        if spec.posix_user and spec.posix_user == self.service_user:
+            # _as would run it without sudo: as Allot itself (scheduling.job_accounts).
+            raise BackendError(
+                f"slurm: job {spec.job_id}: {spec.posix_user} is this cluster's service account; "
+                "jobs never run as it"
+            )
         jobs = self._jobs()
         same = self._with_key(jobs, spec.attempt_key)
         if not same:  # finished longer than MinJobAge ago: only accounting remembers it

@@ -107,3 +107,27 @@ def test_an_account_stored_before_the_rule_cannot_start_or_submit_a_job(
     refused = client.post("/api/v1/jobs/", {**body, "min_runtime_s": 3600}, "application/json")
     assert refused.status_code == 400 and refused.json()["field"] == "cluster"
     assert cluster.pk
+
+
+def test_a_clusters_own_service_user_is_refused_for_its_jobs(
+    client, researcher, budget_tree, tmp_path
+):
+    """A Slurm cluster's ``service_user`` option is who Allot's commands run as on its submit
+    host; a job of that account would be submitted without sudo, as Allot itself."""
+    make_cluster(tmp_path, name="real", backend="slurm", options={"service_user": "alice"})
+    set_account(researcher, "alice")
+    client.force_login(researcher)
+    body = {"name": "x", "project": "nlp/olmo", "cluster": "real", "gpus": 1}
+    refused = client.post("/api/v1/jobs/", {**body, "min_runtime_s": 3600}, "application/json")
+    assert refused.status_code == 400 and refused.json()["field"] == "cluster"
+    assert "service account" in refused.json()["message"]
+
+
+def test_the_slurm_backend_never_submits_a_job_as_its_own_service_user():
+    from scheduling.backends.base import LaunchSpec
+    from scheduling.backends.slurm import SlurmBackend
+
+    backend = SlurmBackend("x", {"service_user": "alice"})
+    spec = LaunchSpec(7, "k", "t", "u", "", 1, ("n1",), 1, "true", posix_user="alice")
+    with pytest.raises(BackendError, match="service"):
+        backend.submit(spec)
