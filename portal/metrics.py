@@ -3,7 +3,7 @@
 Open on loopback; from anywhere else only with ``Authorization: Bearer $ALLOT_METRICS_TOKEN``.
 The numbers come from the database, not from counters kept in the web process: the web runs in
 several processes (gunicorn workers) that see none of what the Celery workers do, so a
-custom collector reads a fixed number of aggregate queries (thirteen, whatever the number of
+custom collector reads a fixed number of aggregate queries (fourteen, whatever the number of
 jobs or nodes; a test pins it) and the rendered answer is kept ``ALLOT_METRICS_CACHE_S``
 seconds (15: Prometheus's usual scrape interval), so scrapes from two Prometheus replicas, or a
 dashboard's refresh, cost the database nothing more. The latency histograms are written by
@@ -20,7 +20,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Count, Min, Q, Sum
+from django.db.models import Count, Min, OuterRef, Q, Subquery, Sum
 from django.http import HttpResponse
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
@@ -154,24 +154,68 @@ def _cluster_families(now: datetime):
         "Preemptions by cause: after_protection, unfunded, drain or other",
         labels=["cluster", "reason"],
     )
+    # The work those preemptions cost (scheduling/preemption_cost.py), over a day and a week,
+    # read by the same query.
+    windows = {"1d": now - timedelta(days=1), "7d": now - timedelta(days=7)}
     rows = (
         JobEvent.objects.filter(kind="preempted")
         .values_list("job__cluster_id")
-        .annotate(n=Count("pk"), **{c: Count("pk", filter=q) for c, q in CAUSES.items()})
+        .annotate(
+            n=Count("pk"),
+            **{c: Count("pk", filter=q) for c, q in CAUSES.items()},
+            **{
+                f"lost_{w}": Sum("lost_gpu_seconds", filter=Q(at__gte=since))
+                for w, since in windows.items()
+            },
+        )
         .order_by()
     )
     # Every cluster × cause, zero included: a rate() over a series that appears only at the
     # first preemption misses that preemption.
     counts = {pk: dict.fromkeys([*CAUSES, "other"], 0) for pk in names}
-    for cluster_id, n, *by_cause in rows:
+    lost = {pk: dict.fromkeys(windows, 0) for pk in names}
+    for cluster_id, n, *rest in rows:
         if cluster_id not in counts:
             continue
+        by_cause, by_window = rest[: len(CAUSES)], rest[len(CAUSES) :]
         counts[cluster_id].update(zip(CAUSES, by_cause, strict=True))
         counts[cluster_id]["other"] = n - sum(by_cause)
+        lost[cluster_id].update(zip(windows, (s or 0 for s in by_window), strict=True))
     for pk, by_reason in counts.items():
         for reason, count in by_reason.items():
             preemptions.add_metric([names[pk], reason], count)
-    yield preemptions
+    lost_family = GaugeMetricFamily(
+        "allot_preemption_lost_gpu_hours",
+        "GPU-hours of work lost to preemptions in the window (1d, 7d), by the cost model: "
+        "a whole run if not resumable, else the work since its last checkpoint plus a restart",
+        labels=["cluster", "window"],
+    )
+    for pk, by_window in lost.items():
+        for window, seconds in by_window.items():
+            lost_family.add_metric([names[pk], window], seconds / 3600)
+    yield from (preemptions, lost_family)
+
+    # The most preemptions one job had in the last week: one job preempted again and again
+    # is the instability a total hides. The per-job counts are grouped in the database and
+    # only their maximum per cluster comes back (one query, one row per cluster).
+    per_job = (
+        JobEvent.objects.filter(
+            kind="preempted", at__gte=windows["7d"], job__cluster_id=OuterRef("pk")
+        )
+        .values("job_id")
+        .annotate(n=Count("pk"))
+        .order_by("-n")
+        .values("n")[:1]
+    )
+    most = GaugeMetricFamily(
+        "allot_job_preemptions_max",
+        "The most preemptions any one job had in the last 7 days",
+        labels=["cluster"],
+    )
+    for pk, n in Cluster.objects.annotate(n=Subquery(per_job)).values_list("pk", "n"):
+        if pk in names:
+            most.add_metric([names[pk]], n or 0)
+    yield most
 
 
 def _budget_families(now: datetime):

@@ -10,7 +10,7 @@ import dataclasses
 import secrets
 from datetime import datetime
 
-from scheduling import accounting, bulk_writes, dispatch, liens
+from scheduling import accounting, bulk_writes, dispatch, liens, preemption_cost
 from scheduling.engine import model as m
 from scheduling.live_jobs import micros
 from scheduling.models import Job, JobEvent, Node
@@ -29,12 +29,14 @@ def _apply_preemption(job: Job, decision: m.Preempt, now: datetime) -> None:
     if locked.state != Job.State.RUNNING or locked.attempt_key != job.attempt_key:
         return  # it ended meanwhile (reconcile closed it): nothing left to preempt
     job = locked
+    lost = preemption_cost.lost_gpu_seconds(job, now)  # of the run as it was before closing
     accounting.close_run(job, now)
     transition(
         job,
         Job.State.PREEMPTED,
         now,
         decision.reason,
+        event={"lost_gpu_seconds": lost},
         ended_at=now,
         run_seconds_done=job.run_seconds_done,
         explanation={},

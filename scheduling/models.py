@@ -280,6 +280,10 @@ class JobEvent(models.Model):
     kind = models.CharField(max_length=32)
     message = models.CharField(max_length=400, blank=True)
     nodes = models.JSONField(default=list, blank=True)
+    # On a preemption: the GPU-seconds of work it cost by the preemption cost model
+    # (scheduling/preemption_cost.py), known at that moment, so the operations page and
+    # /metrics sum a window of them in one aggregate query.
+    lost_gpu_seconds = models.BigIntegerField(default=0)
 
     class Meta:
         ordering = ["at", "id"]

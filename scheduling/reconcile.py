@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from core.faults import fault_point
 from core.logs import event
-from scheduling import accounting
+from scheduling import accounting, preemption_cost
 from scheduling.backends.base import (
     Backend,
     BackendError,
@@ -157,13 +157,22 @@ def _lose(job_id: int, attempt_key: str, why: str, remote: RemoteJob | None = No
         _confirm_start(job, remote)
     now = _real_end(job, remote) if remote is not None else _last_seen_running(job)
     done_before = job.run_seconds_done
+    lost = preemption_cost.lost_gpu_seconds(job, now)
     accounting.close_run(job, now)
     if remote is None and job.cluster.last_sync_at is None and job.resumable:
         # The backend never confirmed this attempt running: none of its progress is known, so
         # none is kept (its charges stay provisional to now, as on any cluster never synced).
         job.run_seconds_done = done_before
         Job.objects.filter(pk=job.pk).update(run_seconds_done=done_before)
-    transition(job, Job.State.PREEMPTED, now, why, ended_at=now, explanation={})
+    transition(
+        job,
+        Job.State.PREEMPTED,
+        now,
+        why,
+        event={"lost_gpu_seconds": lost},
+        ended_at=now,
+        explanation={},
+    )
     transition(
         job,
         Job.State.PENDING,

@@ -22,6 +22,10 @@ from scheduling.models import Cluster, Job, JobEvent, Node
 IDLE_AFTER = timedelta(hours=1)
 WAIT_WINDOW = timedelta(days=7)
 PREEMPTION_WINDOW = timedelta(hours=24)
+# Work lost to preemption and the most-preempted jobs are shown over a day and a week: an
+# unstable job is preempted a few times a day, and a week shows whether it keeps happening.
+PREEMPTION_WEEK = timedelta(days=7)
+MOST_PREEMPTED = 5
 # How the engine words each cause of a preemption (scheduling/engine/pass_place.py, passes.py).
 CAUSES = {
     "after_protection": Q(message__startswith="Its protection had ended"),
@@ -265,6 +269,17 @@ class ClusterOps:
     after_protection_24h: int = 0
     unfunded_yields_24h: int = 0
     drain_preemptions_24h: int = 0
+    # GPU-seconds of work lost to preemption by the cost model (scheduling/preemption_cost.py)
+    lost_gpu_seconds_24h: int = 0
+    lost_gpu_seconds_7d: int = 0
+
+    @property
+    def lost_gpu_hours_24h(self) -> float:
+        return self.lost_gpu_seconds_24h / 3600
+
+    @property
+    def lost_gpu_hours_7d(self) -> float:
+        return self.lost_gpu_seconds_7d / 3600
 
     @property
     def drained_empty(self) -> int:
@@ -290,8 +305,8 @@ class ClusterOps:
 
 def operations_report(now: datetime | None = None) -> dict:
     """Per cluster: utilisation, funded vs unfunded occupancy, preemptions in the last 24 h,
-    the last pass, and every node with what runs on it; plus wait-time percentiles. Five
-    queries."""
+    the last pass, and every node with what runs on it; work lost to preemption over a day
+    and a week; wait-time percentiles and the most-preempted jobs. Six queries."""
     now = now or timezone.now()
     clusters = {c.pk: ClusterOps(c) for c in Cluster.objects.order_by("name")}
     node_rows = {}
@@ -310,19 +325,41 @@ def operations_report(now: datetime | None = None) -> dict:
             if row is not None:
                 row.busy_gpus += node_gpus
                 row.jobs += 1
+    day = Q(at__gte=now - PREEMPTION_WINDOW)
     preempted = (
-        JobEvent.objects.filter(kind="preempted", at__gte=now - PREEMPTION_WINDOW)
+        JobEvent.objects.filter(kind="preempted", at__gte=now - PREEMPTION_WEEK)
         .values_list("job__cluster_id")
         .annotate(
-            n=Count("pk"),
-            **{cause: Count("pk", filter=q) for cause, q in CAUSES.items()},
+            n=Count("pk", filter=day),
+            **{cause: Count("pk", filter=day & q) for cause, q in CAUSES.items()},
+            lost_day=Sum("lost_gpu_seconds", filter=day),
+            lost_week=Sum("lost_gpu_seconds"),
         )
         .order_by()
     )
-    for cluster_id, count, after_protection, unfunded, drain in preempted:
+    for cluster_id, count, after_protection, unfunded, drain, lost_day, lost_week in preempted:
         ops = clusters[cluster_id]
         ops.preemptions_24h = count
         ops.after_protection_24h = after_protection
         ops.unfunded_yields_24h = unfunded
         ops.drain_preemptions_24h = drain
-    return {"clusters": list(clusters.values()), "waits": wait_percentiles(now), "now": now}
+        ops.lost_gpu_seconds_24h = lost_day or 0
+        ops.lost_gpu_seconds_7d = lost_week or 0
+    return {
+        "clusters": list(clusters.values()),
+        "waits": wait_percentiles(now),
+        "most_preempted": most_preempted(now),
+        "now": now,
+    }
+
+
+def most_preempted(now: datetime, limit: int = MOST_PREEMPTED) -> list[dict]:
+    """The jobs preempted most often in the last week (ties: the most recent job first), with
+    their preemptions and the work those cost, in one query."""
+    rows = (
+        JobEvent.objects.filter(kind="preempted", at__gte=now - PREEMPTION_WEEK)
+        .values("job_id", "job__name", "job__state", "job__cluster__name")
+        .annotate(preemptions=Count("pk"), lost_gpu_seconds=Sum("lost_gpu_seconds"))
+        .order_by("-preemptions", "-job_id")[:limit]
+    )
+    return [{**row, "lost_gpu_hours": (row["lost_gpu_seconds"] or 0) / 3600} for row in rows]

@@ -46,8 +46,11 @@ def set_state_if_unchanged(row, target: str, **fields) -> bool:
     return True
 
 
-def transition(job: Job, target: str, at: datetime, message: str = "", **fields) -> Job:
-    """Move ``job`` to ``target``, set ``fields`` and write one timeline event.
+def transition(
+    job: Job, target: str, at: datetime, message: str = "", event: dict | None = None, **fields
+) -> Job:
+    """Move ``job`` to ``target``, set ``fields`` and write one timeline event (with the
+    event's own fields in ``event``, such as a preemption's ``lost_gpu_seconds``).
 
     Callers run inside a transaction and hold the job row (``select_for_update``); the update
     is conditional on the state read, so a concurrent change makes this raise instead of
@@ -64,6 +67,7 @@ def transition(job: Job, target: str, at: datetime, message: str = "", **fields)
         kind=target if previous != S.PREEMPTED or target != S.PENDING else "requeued",
         message=message,
         nodes=[name for name, _ in job.nodes] if target == S.RUNNING else [],
+        **(event or {}),
     )
     return job
 

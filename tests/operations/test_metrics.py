@@ -176,7 +176,7 @@ def test_the_answer_is_cached_between_scrapes(client, researcher, cluster, setti
 def test_a_scrape_costs_a_fixed_number_of_queries(
     client, researcher, cluster, settings, django_assert_num_queries, tmp_path
 ):
-    """Thirteen queries whatever the number of jobs, clusters and budget nodes."""
+    """Fourteen queries whatever the number of jobs, clusters and budget nodes."""
     from tests.scheduling.conftest import make_cluster
 
     settings.ALLOT_METRICS_CACHE_S = 0
@@ -184,12 +184,12 @@ def test_a_scrape_costs_a_fixed_number_of_queries(
         submit(researcher, gpus=8, name=f"j{index}")
     make_cluster(tmp_path / "b", name="saturn", gpu_type="B200", factor="2.000")
     tasks.schedule_cluster(cluster.pk)
-    with django_assert_num_queries(13):
+    with django_assert_num_queries(14):
         client.get("/metrics", **LOOPBACK)
     for index in range(20):
         submit(researcher, gpus=1, name=f"k{index}")
     tasks.schedule_cluster(cluster.pk)
-    with django_assert_num_queries(13):
+    with django_assert_num_queries(14):
         client.get("/metrics", **LOOPBACK)
 
 
