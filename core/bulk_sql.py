@@ -201,7 +201,9 @@ def insert_many(model: type[models.Model], fields: Sequence[str], rows: Iterable
 def _prepared(columns: list, rows: list) -> list:
     """The rows' values as the database takes them, converted a column at a time: a column of
     plain values is taken as it is, and the others go through their field with the real
-    connection (not its thread-local proxy, whose lookup cost more than the conversion)."""
+    connection (not its thread-local proxy, whose lookup cost more than the conversion).
+    A datetime column converts each distinct instant once: rows written together (a job's
+    events, its charges) repeat the same few times, and each conversion costs ~10 calls."""
     db = connections[DEFAULT_DB_ALIAS]
     converted = []
     for field, values in zip(columns, zip(*rows, strict=True), strict=True):
@@ -209,6 +211,10 @@ def _prepared(columns: list, rows: list) -> list:
             converted.append(values)
             continue
         prep = field.get_db_prep_value
+        if isinstance(field, models.DateTimeField):
+            once = {v: prep(v, db) for v in set(values)}
+            converted.append([once[v] for v in values])
+            continue
         converted.append([prep(v.pk if isinstance(v, models.Model) else v, db) for v in values])
     return list(zip(*converted, strict=True))
 
