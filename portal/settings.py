@@ -290,6 +290,10 @@ ALLOT_EXCEPTION_ESCALATE_AFTER_H = env_int("ALLOT_EXCEPTION_ESCALATE_AFTER_H", 2
 ALLOT_METRICS_TOKEN = env_str("ALLOT_METRICS_TOKEN", "")
 ALLOT_METRICS_CACHE_S = env_int("ALLOT_METRICS_CACHE_S", 15)
 ALLOT_HEALTH_STALE_S = env_int("ALLOT_HEALTH_STALE_S", 300)
+# The preemption cost model behind the work lost to preemption on /operations and /metrics
+# (scheduling/preemption_cost.py): how often jobs checkpoint, and what a restart costs.
+ALLOT_CHECKPOINT_INTERVAL_S = env_int("ALLOT_CHECKPOINT_INTERVAL_S", 1800)
+ALLOT_RESTART_OVERHEAD_S = env_int("ALLOT_RESTART_OVERHEAD_S", 300)
 # GPU telemetry (scheduling/telemetry.py): a Prometheus-compatible query API holding the DCGM
 # exporter's DCGM_FI_DEV_GPU_UTIL; empty turns it off. A job under ALLOT_IDLE_UTILIZATION (a
 # fraction) for ALLOT_IDLE_AFTER_S is idle: flagged, counted as wasted, its owner told.

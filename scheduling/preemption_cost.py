@@ -8,7 +8,7 @@ when the preemption is applied, and kept on its timeline event (``JobEvent.lost_
 the run's length is known exactly then and never again without replaying the timeline.
 
 An estimate: Allot does not see a job's checkpoints. The defaults (30 min, 5 min) are the
-scenario example's; a cluster whose jobs checkpoint otherwise sets the two settings.
+scenario example's; a site whose jobs checkpoint otherwise sets the two settings.
 """
 
 from __future__ import annotations
@@ -19,14 +19,10 @@ from django.conf import settings
 
 from scheduling.engine.sim.costs import PreemptionCost, split_attempt
 
-CHECKPOINT_INTERVAL_S = 1800
-RESTART_OVERHEAD_S = 300
-
 
 def cost_model() -> PreemptionCost:
     return PreemptionCost(
-        float(getattr(settings, "ALLOT_CHECKPOINT_INTERVAL_S", CHECKPOINT_INTERVAL_S)),
-        float(getattr(settings, "ALLOT_RESTART_OVERHEAD_S", RESTART_OVERHEAD_S)),
+        float(settings.ALLOT_CHECKPOINT_INTERVAL_S), float(settings.ALLOT_RESTART_OVERHEAD_S)
     )
 
 

@@ -144,3 +144,15 @@ def test_operations_says_when_nothing_was_preempted(client, cluster, personas):
         "No job was preempted in the last 7 days."
         in client.get(reverse("operations")).content.decode()
     )
+
+
+def test_the_cost_model_follows_the_settings(researcher, cluster, scraped_at, settings):
+    """Checkpoints every 10 min: the 6,000 s run lost nothing since its last one, only the
+    restart of 2 min is counted."""
+    settings.ALLOT_CHECKPOINT_INTERVAL_S = 600
+    settings.ALLOT_RESTART_OVERHEAD_S = 120
+    preempt_unfunded_work(researcher, cluster)
+    samples = scraped_at(T0 + timedelta(seconds=RAN_S + 60))
+    assert value(
+        samples, "allot_preemption_lost_gpu_hours", cluster="jupiter", window="1d"
+    ) == pytest.approx(16 * 120 / 3600)
