@@ -5,7 +5,9 @@ decided where a job runs, so the adapter:
 
 1. creates the Job suspended (``spec.suspend: true``), labelled with the Allot ids and pinned
    to the chosen nodes by required node affinity on ``kubernetes.io/hostname`` (plus pod
-   anti-affinity so a multi-node job gets one pod per node);
+   anti-affinity so a multi-node job gets one pod per node), and beside it a NetworkPolicy
+   owned by the Job that admits ingress to its pods only from each other (jobs of other
+   projects cannot reach them), so the policy holds before any pod exists;
 2. unsuspends it with a merge patch — only then does the Job controller create pods;
 3. preempts by suspending it again (the controller deletes the pods; Allot owns the requeue);
 4. cancels by deleting it with ``propagationPolicy=Background`` (the API's default for
@@ -59,6 +61,7 @@ from .kubernetes_objects import (  # noqa: F401 - part of this module's API
     job_manifest,
     job_name,
     label_value,
+    network_policy,
     node_info,
     remote_job,
 )
@@ -84,6 +87,8 @@ class KubernetesBackend(Backend):
         self.gpu_resource = opts.get("gpu_resource", "nvidia.com/gpu")
         self.gpu_type_label = opts.get("gpu_type_label", "nvidia.com/gpu.product")
         self.node_selector = opts.get("node_selector", "")
+        # Off only where the cluster's own policies isolate jobs (docs/kubernetes.md).
+        self.isolate_jobs = opts.get("isolate_jobs", "true").lower() not in {"0", "false", "no"}
         try:
             self.timeout = float(opts.get("timeout", 10))
         except ValueError:
@@ -265,6 +270,8 @@ class KubernetesBackend(Backend):
         self._owned(job, spec.job_id)
         annotations = job["metadata"].get("annotations") or {}
         if job["spec"].get("suspend") and not annotations.get(ANN_PREEMPTED):
+            if self.isolate_jobs:  # before any pod exists
+                self._isolate(job)
             job = self._patch_job(name, {"spec": {"suspend": False}})
         self._forget_earlier_attempts(spec.job_id, keep=name)
         remote = remote_job(job, [])
@@ -278,6 +285,20 @@ class KubernetesBackend(Backend):
                 extra=remote.extra,
             )
         return remote
+
+    def _isolate(self, job: dict) -> None:
+        """Create the Job's NetworkPolicy; one already there (a retried start) is its own."""
+        name = job["metadata"]["name"]
+        try:
+            self._call(
+                f"create network policy {name}",
+                client.NetworkingV1Api(self.api).create_namespaced_network_policy,
+                self.namespace,
+                network_policy(job),
+            )
+        except KubernetesRefusal as error:
+            if error.status != 409:
+                raise
 
     def _forget_earlier_attempts(self, job_id: int, keep: str) -> None:
         """A restarted job gets a fresh Job (new nodes, new attempt); the suspended Jobs of

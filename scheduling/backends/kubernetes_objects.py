@@ -177,6 +177,35 @@ def job_manifest(
     }
 
 
+def network_policy(job: dict) -> dict:
+    """The NetworkPolicy of one start, made from its created Job: the Job's pods admit
+    traffic only from each other (a multi-node job's rendezvous and NCCL), so no job of
+    another project — nor another job of the same one, nor an unfunded job of anyone — can
+    open a connection to them. It is owned by the Job (an owner reference, without
+    ``blockOwnerDeletion``, which would need rights on the Job's finalizers), so the garbage
+    collector deletes it with the Job: on cancel, and when a new attempt replaces the Job."""
+    meta = job["metadata"]
+    labels = meta.get("labels") or {}
+    own = {key: labels[key] for key in (LABEL_CLUSTER, LABEL_JOB, LABEL_ATTEMPT)}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": dict(labels),
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"]}
+            ],
+        },
+        "spec": {
+            "podSelector": {"matchLabels": own},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {"matchLabels": own}}]}],
+        },
+    }
+
+
 def _condition(job: dict, kind: str) -> dict | None:
     for cond in (job.get("status") or {}).get("conditions") or []:
         if cond.get("type") == kind and cond.get("status") == "True":

@@ -9,6 +9,8 @@ kube-apiserver sends. It also plays the Job controller and the scheduler in a fe
 unsuspended Job gets Running pods on the nodes its required affinity allows (one per node when
 it carries pod anti-affinity, never past a node's allocatable GPUs, never on a cordoned node),
 suspending deletes them, and ``complete_job``/``fail_job`` finish a Job as the kubelet would.
+NetworkPolicies are stored, validated and garbage-collected with the Job that owns them, and
+``reachable`` says who may reach whom under them (k8s_fake_netpol).
 
 Outages: ``outage = "503"`` answers every request with 503, ``"hang"`` never answers (the client
 times out), ``"drop"`` closes the connection without a response; ``stop()`` refuses connections.
@@ -29,6 +31,7 @@ from http.server import ThreadingHTTPServer
 import pytest
 
 from tests.backends.k8s_fake_http import Handler
+from tests.backends.k8s_fake_netpol import reachable
 from tests.backends.k8s_fake_rules import (  # noqa: F401 - DNS_LABEL, LABEL_VALUE: for the tests
     DNS_LABEL,
     GPU,
@@ -49,6 +52,7 @@ class FakeKubernetes:
         self.nodes: dict[str, dict] = {}
         self.jobs: dict[tuple[str, str], dict] = {}
         self.pods: dict[tuple[str, str], dict] = {}
+        self.network_policies: dict[tuple[str, str], dict] = {}
         self.requests: list[dict] = []
         self.outage: str | None = None
         self.kubelet_paused = False  # pods stay bound but unstarted until start_pods()
@@ -125,6 +129,18 @@ class FakeKubernetes:
         with self.lock:
             self.nodes[name] = node
         return node
+
+    def add_network_policy(self, policy: dict) -> None:
+        """A policy an operator applied with kubectl (the shipped network-policy.yaml)."""
+        meta = policy["metadata"]
+        with self.lock:
+            self.network_policies[(meta["namespace"], meta["name"])] = copy.deepcopy(policy)
+
+    def reachable(self, source: dict, target: dict) -> bool:
+        """Whether pod ``source`` may connect to pod ``target`` under the policies held, as a
+        CNI that enforces NetworkPolicy decides (k8s_fake_netpol)."""
+        with self.lock:
+            return reachable(list(self.network_policies.values()), source, target)
 
     def job(self, name: str, namespace: str = "allot-jobs") -> dict:
         return self.jobs[(namespace, name)]

@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlparse
 
+from tests.backends.k8s_fake_netpol import policy_errors
 from tests.backends.k8s_fake_rules import (
     MERGE_PATCH,
     ApiError,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 # -- the HTTP half
 JOBS = r"^/apis/batch/v1/namespaces/(?P<ns>[^/]+)/jobs"
+NETPOL = r"^/apis/networking.k8s.io/v1/namespaces/(?P<ns>[^/]+)/networkpolicies"
 ROUTES = [
     (r"^/version$", {"GET": "version"}),
     (r"^/api/v1/nodes$", {"GET": "list_nodes"}),
@@ -36,6 +38,8 @@ ROUTES = [
     (JOBS + "$", {"GET": "list_jobs", "POST": "create_job"}),
     (JOBS + r"/(?P<name>[^/]+)$", {"GET": "get_job", "PATCH": "patch_job", "DELETE": "delete_job"}),
     (r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods$", {"GET": "list_pods"}),
+    (NETPOL + "$", {"GET": "list_policies", "POST": "create_policy"}),
+    (NETPOL + r"/(?P<name>[^/]+)$", {"GET": "get_policy", "DELETE": "delete_policy"}),
 ]
 
 
@@ -285,6 +289,7 @@ class Handler(BaseHTTPRequestHandler):
                 del self.fake.pods[(ns, pod["metadata"]["name"])]
             else:  # batch/v1 Jobs orphan their pods by default: the classic leak
                 pod["metadata"]["ownerReferences"] = []
+        self.collect_dependents(ns, job["metadata"]["uid"], policy in {"Background", "Foreground"})
         return 200, {
             "kind": "Status",
             "apiVersion": "v1",
@@ -295,5 +300,85 @@ class Handler(BaseHTTPRequestHandler):
                 "group": "batch",
                 "kind": "jobs",
                 "uid": job["metadata"]["uid"],
+            },
+        }
+
+    def collect_dependents(self, ns, uid, delete: bool) -> None:
+        """The garbage collector, for the NetworkPolicies a Job owns: deleted with it, or
+        orphaned (their owner reference dropped) when the Job's dependents are orphaned."""
+        for key, policy in list(self.fake.network_policies.items()):
+            owners = policy["metadata"].get("ownerReferences") or []
+            if key[0] != ns or not any(o.get("uid") == uid for o in owners):
+                continue
+            if delete:
+                del self.fake.network_policies[key]
+            else:
+                policy["metadata"]["ownerReferences"] = [o for o in owners if o["uid"] != uid]
+
+    def list_policies(self, ns, query, **_):
+        policies = [p for (n, _), p in self.fake.network_policies.items() if n == ns]
+        return self.listing("NetworkPolicyList", "networking.k8s.io/v1", policies, query)
+
+    def get_policy(self, ns, name, **_):
+        if (ns, name) not in self.fake.network_policies:
+            raise not_found("networkpolicies", name, "networking.k8s.io")
+        return 200, self.fake.network_policies[(ns, name)]
+
+    def create_policy(self, ns, body, **_):
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadRequest", "the request body must be a JSON object")
+        if (body.get("apiVersion"), body.get("kind")) not in {
+            ("networking.k8s.io/v1", "NetworkPolicy"),
+            (None, None),
+        }:
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"the API version in the data ({body.get('apiVersion')}) does not match the "
+                "expected API version (networking.k8s.io/v1)",
+            )
+        if ns not in self.fake.namespaces:
+            raise not_found("namespaces", ns)
+        meta = body.setdefault("metadata", {})
+        if meta.get("namespace", ns) != ns:
+            raise ApiError(
+                400,
+                "BadRequest",
+                "the namespace of the provided object does not "
+                "match the namespace sent on the request",
+            )
+        if causes := policy_errors(body):
+            raise invalid("networkpolicies", "networking.k8s.io", meta.get("name") or "", causes)
+        if (ns, meta["name"]) in self.fake.network_policies:
+            raise ApiError(
+                409,
+                "AlreadyExists",
+                f'networkpolicies.networking.k8s.io "{meta["name"]}" already exists',
+                {"name": meta["name"], "group": "networking.k8s.io", "kind": "networkpolicies"},
+            )
+        meta.update(
+            namespace=ns,
+            uid=str(uuid.uuid4()),
+            creationTimestamp=now(),
+            generation=1,
+            resourceVersion=self.fake.next_rv(),
+        )
+        body.update(apiVersion="networking.k8s.io/v1", kind="NetworkPolicy")
+        self.fake.network_policies[(ns, meta["name"])] = body
+        return 201, body
+
+    def delete_policy(self, ns, name, **_):
+        policy = self.get_policy(ns, name)[1]
+        del self.fake.network_policies[(ns, name)]
+        return 200, {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": {
+                "name": name,
+                "group": "networking.k8s.io",
+                "kind": "networkpolicies",
+                "uid": policy["metadata"]["uid"],
             },
         }

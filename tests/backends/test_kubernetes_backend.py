@@ -138,7 +138,7 @@ def test_submitting_the_same_attempt_twice_launches_one_job(fake_api, k8s):
 
     assert first.external_id == second.external_id
     assert len(fake_api.jobs) == 1
-    assert len(requests(fake_api, "POST")) == 1
+    assert len(requests(fake_api, "POST", "/jobs")) == 1
     assert len(fake_api.pods_of(first.external_id)) == 1
 
 
@@ -157,7 +157,7 @@ def test_a_create_that_collides_with_a_concurrent_retry_returns_the_existing_job
     remote = k8s.submit(launch())
 
     assert remote.external_id == job_name(7, "7-1")
-    assert len(requests(fake_api, "POST")) == 2  # the second create answered 409
+    assert len(requests(fake_api, "POST", "/jobs")) == 2  # the second create answered 409
     assert len(fake_api.jobs) == 1
 
 
