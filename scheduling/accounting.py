@@ -383,8 +383,8 @@ def close_run(job: Job, now: datetime) -> None:
     """
     from budgets import ledger
 
-    _charge_until(job, now)
-    if job.funded and job.last_charged_at is not None and job.last_charged_at < now:
+    priced = _charge_priced(job, now)
+    if priced and job.funded and job.last_charged_at is not None and job.last_charged_at < now:
         # The floor stopped its charges before the end: its funding ran out there.
         Job.objects.filter(pk=job.pk).update(funding_ended_at=job.last_charged_at)
         job.funding_ended_at = job.last_charged_at
@@ -400,12 +400,24 @@ def close_run(job: Job, now: datetime) -> None:
         Job.objects.filter(pk=job.pk).update(run_seconds_done=job.run_seconds_done)
 
 
+def _charge_priced(job: Job, now: datetime) -> bool:
+    """``_charge_until`` for a run being closed or defunded; False, with the cause recorded
+    on the job, when its nodes' GPU type has no price: closing it must not fail for that (a
+    cancel, a preemption, a whole pass), and the span it was not charged for stays free."""
+    try:
+        _charge_until(job, now)
+    except pricing.UnpricedGpuType as exc:
+        _note_unpriced([(job, exc)], now)
+        return False
+    return True
+
+
 def defund(job: Job, now: datetime, path: str) -> None:
     """The engine's budget floor: the run is unallocated from where its charges stopped (the
     moment the balance reached zero, at most ``now``). The caller holds the job row."""
     from budgets import ledger
 
-    _charge_until(job, now)
+    _charge_priced(job, now)
     ended = min(job.last_charged_at or now, now)
     ledger.release_lien(job.pk)
     Job.objects.filter(pk=job.pk).update(

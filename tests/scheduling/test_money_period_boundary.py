@@ -98,3 +98,18 @@ def test_an_unpriced_node_type_stops_only_its_own_jobs_charges(
     assert relabelled.events.filter(kind="charge_failed").count() == 1
     healthy.refresh_from_db()
     assert healthy.last_charged_at == EVE + dt.timedelta(hours=2)
+
+
+def test_a_run_on_an_unpriced_node_type_can_still_be_cancelled(
+    researcher, budget_tree, cluster, clock
+):
+    from scheduling.services import cancel_job
+
+    job = start(researcher, cluster, gpus=2)
+    Node.objects.filter(cluster=cluster).update(gpu_type="H100-NVL")
+    clock.move_to(EVE + dt.timedelta(hours=1))
+    cancel_job(researcher, job.pk)
+    job.refresh_from_db()
+    assert job.state == Job.State.CANCELLED
+    assert job.funding_ended_at is None
+    assert job.events.filter(kind="charge_failed").count() == 1
