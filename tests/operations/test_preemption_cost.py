@@ -156,3 +156,20 @@ def test_the_cost_model_follows_the_settings(researcher, cluster, scraped_at, se
     assert value(
         samples, "allot_preemption_lost_gpu_hours", cluster="jupiter", window="1d"
     ) == pytest.approx(16 * 120 / 3600)
+
+
+def test_the_maximum_is_per_job_not_per_cluster(researcher, cluster, scraped_at):
+    """Two unfunded 8-GPU jobs yield to one funded 16-GPU job: two preemptions, one each."""
+    with time_machine.travel(T0, tick=False):
+        for name in ("free-a", "free-b"):
+            submit(researcher, 8, "", name)
+        tasks.schedule_cluster(cluster.pk)
+    with time_machine.travel(T0 + timedelta(seconds=RAN_S), tick=False):
+        submit(researcher, 16, "nlp/olmo", "funded")
+        tasks.schedule_cluster(cluster.pk)
+    assert JobEvent.objects.filter(kind="preempted").count() == 2
+    samples = scraped_at(T0 + timedelta(seconds=RAN_S + 60))
+    assert value(samples, "allot_job_preemptions_max", cluster="jupiter") == 1
+    assert value(
+        samples, "allot_preemption_lost_gpu_hours", cluster="jupiter", window="1d"
+    ) == pytest.approx(2 * 8 * (600 + 300) / 3600)
