@@ -203,3 +203,34 @@ def test_seeding_again_after_the_demo_ran_adds_no_history(tmp_path, monkeypatch)
         counts = (Job.objects.count(), UsageEntry.objects.count())
         call_command("seed_demo")  # a second `make demo` on the used database
         assert (Job.objects.count(), UsageEntry.objects.count()) == counts
+
+
+@pytest.mark.django_db
+def test_the_seeded_history_is_the_same_for_the_same_moment(tmp_path, monkeypatch):
+    import datetime as dt
+
+    import time_machine
+
+    from budgets.models import UsageEntry
+    from scheduling.demo_history import record_history
+    from scheduling.models import JobEvent
+
+    monkeypatch.setenv("ALLOT_VAR_DIR", str(tmp_path))
+    at = dt.datetime(2026, 11, 20, 15, 30, tzinfo=dt.UTC)
+    columns = ("name", "project", "owner", "gpus", "submitted_at", "started_at", "ended_at")
+
+    def history():
+        jobs = Job.objects.filter(state__in=Job.TERMINAL).order_by("started_at", "name")
+        charges = UsageEntry.objects.order_by("interval_start", "node", "gpu_seconds")
+        return list(jobs.values_list(*columns)), list(
+            charges.values_list("node", "interval_start", "cost_gpu_seconds")
+        )
+
+    with time_machine.travel(at, tick=False):
+        call_command("seed_demo")
+        first = history()
+        UsageEntry.objects.all().delete()
+        JobEvent.objects.all().delete()
+        Job.objects.all().delete()
+        assert record_history()[0] == len(first[0])
+        assert history() == first
