@@ -161,13 +161,13 @@ def maintain(cluster_name: str = "jupiter", now: dt.datetime | None = None) -> s
     return ", ".join(done)
 
 
-def seed() -> str:
+def seed(history: bool = True) -> str:
     """The clusters, then, on a database with no jobs yet, weeks of finished jobs and their
-    charges (``scheduling.demo_history``) and a backlog waiting now."""
+    charges (``scheduling.demo_history``; not without ``history``) and a backlog waiting now."""
     clusters = _clusters()
     if Job.objects.exists():
         return f"Clusters: {', '.join(c.name for c in clusters)} (jobs already seeded)"
-    finished, days = record_history()
+    finished, days = record_history() if history else (0, 0)
     created = _backlog(clusters)
     gpus = sum(n.gpus for c in clusters for n in c.nodes.all())
     history = f"{finished} finished jobs over {days} days, " if finished else ""

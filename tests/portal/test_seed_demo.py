@@ -234,3 +234,14 @@ def test_the_seeded_history_is_the_same_for_the_same_moment(tmp_path, monkeypatc
         Job.objects.all().delete()
         assert record_history()[0] == len(first[0])
         assert history() == first
+
+
+@pytest.mark.django_db
+def test_seeding_without_history_records_only_the_live_backlog(tmp_path, monkeypatch):
+    from budgets.models import UsageEntry
+
+    monkeypatch.setenv("ALLOT_VAR_DIR", str(tmp_path))
+    call_command("seed_demo", "--no-history")
+    assert not _finished_jobs().exists()
+    assert not UsageEntry.objects.exists()
+    assert Job.objects.filter(state="pending").count() > 150

@@ -1,6 +1,8 @@
-"""Seed the demo organisation: budgets, people and roles, clusters, and a backlog of jobs.
+"""Seed the demo organisation: budgets, people and roles, clusters, weeks of finished jobs
+with the usage they were charged, and a backlog of jobs.
 
-Idempotent: running it twice leaves one demo organisation.
+Idempotent: running it twice leaves one demo organisation. ``--no-history`` leaves out the
+finished jobs and their usage (``bench_whatif`` records its own).
 """
 
 from django.conf import settings
@@ -14,6 +16,14 @@ SEEDERS = ["budgets.demo.seed", "scheduling.demo.seed", "exceptions.demo.seed"]
 class Command(BaseCommand):
     help = "Create the demo organisation (users leader, manager, researcher, admin; password demo)."
 
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--no-history",
+            dest="history",
+            action="store_false",
+            help="Record no finished jobs and no usage (the live backlog only).",
+        )
+
     def handle(self, *args, **options):
         if not settings.DEBUG:  # its users all have the password "demo": never in production
             raise CommandError("seed_demo runs only with DEBUG=1 (make demo sets it)")
@@ -23,7 +33,8 @@ class Command(BaseCommand):
                     seeder = import_string(dotted)
                 except ImportError:
                     continue
-                summary = seeder()
+                history = {"history": options["history"]} if dotted == SEEDERS[1] else {}
+                summary = seeder(**history)
                 if summary:
                     self.stdout.write(summary)
         self.stdout.write(

@@ -1,7 +1,8 @@
 """`manage.py bench_whatif`: time a four-week preview of the demo organisation (whatif.bench).
 
-Needs `seed_demo` first; records the synthetic history once (jobs named "history"), in a
-scratch database: it refuses a database with other jobs unless --force.
+Needs `seed_demo --no-history` first (the demo organisation without its own recorded
+history, so every run replays the same workload); records the synthetic history once (jobs
+named "history"), in a scratch database: it refuses a database with other jobs unless --force.
 """
 
 import json
@@ -24,10 +25,15 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         leader = get_user_model().objects.filter(username="leader").first()
         if leader is None:
-            raise CommandError("run `manage.py seed_demo` first (the demo organisation)")
+            raise CommandError(
+                "run `manage.py seed_demo --no-history` first (the demo organisation)"
+            )
         history = Job.objects.filter(name=bench.NAME)
         if not history.exists():
             if Job.objects.count() > 500 and not opts["force"]:
-                raise CommandError("this database holds jobs: use a scratch one, or --force")
+                raise CommandError(
+                    "this database holds jobs: use a scratch one seeded with "
+                    "`seed_demo --no-history`, or --force"
+                )
             self.stderr.write(f"recorded {bench.record_history(load=opts['load'])} jobs")
         self.stdout.write(json.dumps(bench.time_previews(leader, opts["repeat"])))
