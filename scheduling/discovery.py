@@ -26,6 +26,8 @@ class DiscoveryReport:
     vanished: list[str] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
     unpriced: list[str] = field(default_factory=list)  # GPU types with no cost factor
+    # ways around Allot to the cluster's GPUs (a Slurm partition open to direct sbatch)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def total_gpus(self) -> int:
@@ -111,18 +113,25 @@ def register_cluster(
 
     check_options(backend, options)
     try:
-        discovered = get_backend(backend, name, options).discover_nodes()
+        adapter = get_backend(backend, name, options)
+        discovered = adapter.discover_nodes()
     except BackendError as exc:
         raise JobValidationError("backend", f"cannot discover nodes: {exc}") from exc
     if not discovered:
         raise JobValidationError("backend", "the backend reports no nodes")
+    try:  # advice for the operator: never a reason to refuse the cluster
+        warnings = adapter.access_warnings()
+    except BackendError as exc:
+        warnings = [f"cannot check who else may use the cluster: {exc}"]
     with transaction.atomic():
         for gpu_type, factor in (prices or {}).items():
             set_gpu_price(actor, gpu_type, factor, reason=f"registering cluster {name}")
         cluster, _ = Cluster.objects.update_or_create(
             name=name, defaults={"backend": backend, "options": options}
         )
-        return _apply_discovery(cluster, discovered)
+        report = _apply_discovery(cluster, discovered)
+    report.warnings = warnings
+    return report
 
 
 def discover_in_worker(cluster_id: int) -> str:

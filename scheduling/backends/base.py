@@ -111,6 +111,11 @@ class Backend(abc.ABC):
     def sync(self) -> list[RemoteJob]:
         """Every Allot-tagged job the backend knows, with its state."""
 
+    def access_warnings(self) -> list[str]:
+        """Ways to reach the cluster's GPUs without Allot, in words for the operator who
+        registers it (Slurm: a governed partition open to direct sbatch)."""
+        return []
+
     def drain_node(self, node: str, reason: str) -> None:  # noqa: B027 - optional
         """Mirror an Allot drain to the backend (Slurm drain, Kubernetes cordon)."""
 

@@ -36,7 +36,7 @@ from .base import (
     RemoteJob,
     RemoteState,
 )
-from .command import CommandRunner
+from .command import CommandRunner, error_message
 from .slurm_nodes import parse_scontrol_nodes, parse_sinfo_json
 from .slurm_parse import (  # noqa: F401 - the parsers are part of this module's API
     _ACTIVE,
@@ -56,6 +56,7 @@ from .slurm_parse import (  # noqa: F401 - the parsers are part of this module's
     sacct_job_from_json,
     slurm_duration,
 )
+from .slurm_partition import partition_warnings
 from .slurm_sbatch import batch_script, parse_sbatch_parsable, sbatch_args
 from .ssh import ssh_prefix
 
@@ -125,6 +126,19 @@ class SlurmBackend(Backend):
         # Slurm before 21.08 has no --json: the one-line scontrol format says the same.
         text = self.runner.run(["scontrol", "show", "node", "-o"]).stdout
         return parse_scontrol_nodes(text, partition, default_type)
+
+    def access_warnings(self) -> list[str]:
+        """The governed partition (every partition without the ``partition`` option) where
+        researchers could sbatch around Allot; a partition that cannot be read says so."""
+        partition = self.options.get("partition")
+        args = ["scontrol", "show", "partition", *([partition] if partition else []), "-o"]
+        result = self.runner.run(args, check=False)
+        if result.returncode != 0:
+            return [
+                f"cannot read who may submit to partition {partition or '(all)'}: "
+                f"{error_message(result.stderr, result.stdout)}"
+            ]
+        return partition_warnings(result.stdout)
 
     def sync(self) -> list[RemoteJob]:
         """squeue's jobs and, with accounting, the finished attempts only sacct still knows.

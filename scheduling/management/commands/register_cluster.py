@@ -67,6 +67,8 @@ class Command(BaseCommand):
             self.stdout.write(f"{node.name}: {node.gpus} x {node.gpu_type}{flag}")
         for name_ in report.vanished:
             self.stdout.write(f"{name_}: no longer reported; drained")
+        for warning in report.warnings:
+            self.stderr.write(self.style.WARNING(warning))
         for gpu_type in report.unpriced:
             nodes = ", ".join(n.name for n in report.nodes if n.gpu_type == gpu_type)
             again = shlex.join(
