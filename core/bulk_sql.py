@@ -205,7 +205,7 @@ def _prepared(columns: list, rows: list) -> list:
     A datetime column converts each distinct instant once: rows written together (a job's
     events, its charges) repeat the same few times, and each conversion costs ~10 calls."""
     db = connections[DEFAULT_DB_ALIAS]
-    converted = []
+    converted: list[Sequence] = []
     for field, values in zip(columns, zip(*rows, strict=True), strict=True):
         if not isinstance(field, models.JSONField) and all(type(v) in _PLAIN for v in values):
             converted.append(values)

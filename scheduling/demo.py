@@ -170,5 +170,7 @@ def seed(history: bool = True) -> str:
     finished, days = record_history() if history else (0, 0)
     created = _backlog(clusters)
     gpus = sum(n.gpus for c in clusters for n in c.nodes.all())
-    history = f"{finished} finished jobs over {days} days, " if finished else ""
-    return f"Clusters: {len(clusters)} simulated, {gpus} GPUs; {history}a backlog of {created} jobs"
+    recorded = f"{finished} finished jobs over {days} days, " if finished else ""
+    return (
+        f"Clusters: {len(clusters)} simulated, {gpus} GPUs; {recorded}a backlog of {created} jobs"
+    )
