@@ -62,7 +62,14 @@ def _not_started(jobs: list[Job]) -> None:
     the next pass decides again on the real balance (maybe unfunded)."""
     if not jobs:
         return
-    Job.objects.filter(pk__in=[job.pk for job in jobs]).update(
+    unpriced = [job for job in jobs if getattr(job, "unpriced", None)]
+    for job in unpriced:  # its nodes were relabelled to an unpriced type as the pass decided
+        Job.objects.filter(pk=job.pk).update(
+            pending_code="Resources",
+            pending_message=f"The nodes chosen for it have no price now ({job.unpriced}); "
+            "the next pass places it again.",
+        )
+    Job.objects.filter(pk__in=[job.pk for job in jobs if job not in unpriced]).update(
         pending_code="Unfunded",
         pending_message="Its budget was spent by another pass at the same moment; the next "
         "pass decides again on what is left.",

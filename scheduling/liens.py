@@ -44,7 +44,8 @@ def shrink_protection_lien(job: Job, protected_until: datetime) -> int:
 def hold_start_liens(starts: list[tuple[Job, int]]) -> set[int]:
     """``hold_start_lien`` for all of a pass's funded starts (job, protected seconds), in
     decision order, in a constant number of queries. Returns the ids of the jobs whose lien
-    failed (no project, or a balance no longer covers it); nothing is written for those."""
+    failed (no project, a balance no longer covers it, or the nodes it lands on lost their
+    price meanwhile: one start's, never the pass's failure); nothing is written for those."""
     from budgets import ledger
 
     if not starts:
@@ -55,6 +56,11 @@ def hold_start_liens(starts: list[tuple[Job, int]]) -> set[int]:
         if job.project_id is None:
             failed.add(job.pk)
         else:
-            cost = pricing.cost_gpu_seconds(job, protected_s, known)
+            try:
+                cost = pricing.cost_gpu_seconds(job, protected_s, known)
+            except pricing.UnpricedGpuType as exc:  # relabelled while the pass decided
+                failed.add(job.pk)
+                job.unpriced = exc.args[0]  # for the pending message (apply._not_started)
+                continue
             requests.append((job.project, job.pk, cost))
     return failed | (ledger.hold_liens(requests) if requests else set())

@@ -113,3 +113,31 @@ def test_a_run_on_an_unpriced_node_type_can_still_be_cancelled(
     assert job.state == Job.State.CANCELLED
     assert job.funding_ended_at is None
     assert job.events.filter(kind="charge_failed").count() == 1
+
+
+def test_a_start_on_a_node_relabelled_mid_pass_waits_and_the_others_start(
+    researcher, budget_tree, cluster, clock, monkeypatch
+):
+    from scheduling import passes as pass_module
+
+    jobs = [
+        submit_job(
+            researcher,
+            JobRequest(name="t", project="nlp/olmo", cluster="jupiter", gpus=8, min_runtime_s=600),
+        )
+        for _ in range(2)
+    ]
+    decide = pass_module.schedule
+
+    def relabelled_meanwhile(snapshot):
+        decisions = decide(snapshot)  # rediscovery relabels a node while the pass decides
+        Node.objects.filter(cluster=cluster, name="jupiter-00").update(gpu_type="H100-NVL")
+        return decisions
+
+    monkeypatch.setattr(pass_module, "schedule", relabelled_meanwhile)
+    passes.run_pass(cluster.pk)
+    for job in jobs:
+        job.refresh_from_db()
+    on_00 = [j for j in jobs if j.state == Job.State.PENDING]
+    assert len(on_00) == 1 and "H100-NVL" in on_00[0].pending_message
+    assert [j.nodes for j in jobs if j.state == Job.State.RUNNING] == [[["jupiter-01", 8]]]
