@@ -107,7 +107,9 @@ def _pack(rng: random.Random, cluster: Cluster, end: int) -> list[_Run]:
 
 
 def _funding(now: dt.datetime, clusters: list[Cluster], rng: random.Random):
-    """(projects with their members, draw weights with None for unfunded work, researchers)."""
+    """(choices, weights) for ``random.choices``: each project with its members, weighted by
+    its grant's hourly rate at its pace, and None with every researcher for unfunded work,
+    weighted by what the projects leave of the busy capacity (step 2 of the docstring)."""
     members: dict[int, list] = {}
     for role in Role.objects.filter(
         role=Role.Kind.RESEARCHER, node__archived=False, node__isnull=False
