@@ -2,6 +2,7 @@ import datetime as dt
 
 import pytest
 from django.contrib.auth import authenticate
+from django.utils import timezone
 
 from budgets import access, demo
 from budgets.balances import tree_stats
@@ -15,7 +16,7 @@ def test_seeding_twice_leaves_one_demo_organisation():
     counts = [BudgetNode.objects.count(), Role.objects.count(), UsageEntry.objects.count()]
     demo.seed()
     assert [BudgetNode.objects.count(), Role.objects.count(), UsageEntry.objects.count()] == counts
-    periods = demo.history_periods(demo.timezone.now())  # a grant a node in each
+    periods = demo.history_periods(timezone.now())  # a grant a node in each
     assert AuditEntry.objects.filter(action="set_grant").count() == counts[0] * len(periods)
 
 
