@@ -4,8 +4,8 @@ for the one second that may straddle an end. Times straddle the ends on purpose.
 
 import datetime as dt
 
-from hypothesis import example, given, settings
 from django.test import override_settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from budgets.periods import BudgetPeriod
@@ -26,9 +26,7 @@ ENDS = [dt.datetime(2026, m, 1, tzinfo=dt.UTC) for m in (1, 4, 7, 10)] + [
 )
 @example(end=ENDS[-1], before=7200, micros=0, length=3 * 3600, kind="quarter")
 @example(end=ENDS[-1], before=0, micros=500_000, length=2, kind="quarter")
-def test_parts_tile_the_charge_and_each_counts_in_one_period(
-    end, before, micros, length, kind
-):
+def test_parts_tile_the_charge_and_each_counts_in_one_period(end, before, micros, length, kind):
     start = end - dt.timedelta(seconds=before, microseconds=micros)
     until = start + dt.timedelta(seconds=length)
     with override_settings(ALLOT_BUDGET_PERIOD=kind):
