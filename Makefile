@@ -35,8 +35,9 @@ lint: install
 bench: install
 	$(PY) -m scheduling.engine.bench --pending 10000 --running 4000 --nodes 512 --json
 
-# The engine and the simulator compiled with mypyc into build/engine, for the replay tools
-# (`replay_bench --compiled`); the pure-Python engine stays the portal's and the tests'.
+# The engine and the simulator compiled with mypyc into build/engine: `manage.py simulate`
+# (and the what-if replays it runs) use it once built, the replay tools with --compiled; the
+# pure-Python engine stays the live loop's and the tests'.
 engine: install
 	$(PY) -m scheduling.engine.sim.compiled build
 

@@ -124,6 +124,44 @@ def test_compare_runs_the_policies_on_the_compiled_engine(build):
     assert runs[True] == runs[False]
 
 
+def _simulate(build_dir: Path, out: Path, *flags: str) -> subprocess.CompletedProcess:
+    """``manage.py simulate`` of the example as a user runs it, with ``build_dir`` as the
+    build ``make engine`` made."""
+    env = dict(os.environ, ALLOT_ENGINE_BUILD=str(build_dir))
+    for name in ("ALLOT_COMPILED_REEXEC", "ALLOT_ENGINE", "PYTHONPATH"):
+        env.pop(name, None)
+    args = [str(EXAMPLES / "small.yaml"), str(EXAMPLES / "small.csv"), "--until", "86400"]
+    args += ["--json", str(out / "out.json"), "--events", str(out / "events.csv"), *flags]
+    out.mkdir()
+    return subprocess.run(
+        [sys.executable, "manage.py", "simulate", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_simulate_runs_on_the_build_by_itself_with_the_same_json(build, tmp_path):
+    into, _ = build
+    fast = _simulate(into, tmp_path / "auto")
+    pure = _simulate(into, tmp_path / "pure", "--engine", "pure")
+    assert fast.returncode == 0 and pure.returncode == 0, fast.stderr + pure.stderr
+    assert "(compiled engine)" in fast.stdout and "(pure engine)" in pure.stdout
+    for name in ("out.json", "events.csv"):
+        assert (tmp_path / "auto" / name).read_bytes() == (tmp_path / "pure" / name).read_bytes()
+
+
+def test_simulate_without_a_build_runs_pure_unless_compiled_is_required(tmp_path):
+    auto = _simulate(tmp_path / "no-build", tmp_path / "auto")
+    assert auto.returncode == 0, auto.stderr
+    assert "(pure engine)" in auto.stdout
+    required = _simulate(tmp_path / "no-build", tmp_path / "required", "--engine", "compiled")
+    assert required.returncode == 1
+    assert "make engine" in required.stderr and "Traceback" not in required.stderr
+
+
 def test_a_stale_build_is_refused_naming_the_command(build, tmp_path, monkeypatch, capsys):
     into, _ = build
     with pytest.raises(compiled.BuildError, match="make engine"):

@@ -6,11 +6,13 @@
 into C extension modules, with no second language. ``check`` says whether a build is there
 and was made from the source as it is now (exit status 1 if not).
 
-Nothing imports the compiled copy by itself: the pure-Python engine stays the only one of the
-portal, the live loop and the tests. The replay tools take it on request (``compare
---compiled``, ``replay_bench --compiled``), in a fresh interpreter whose ``PYTHONPATH``
-starts with the build (``env``, ``reexec``): its ``scheduling`` package resolves
-``scheduling.engine`` from the build and everything else from the source tree. A
+No process imports the compiled copy by itself: the pure-Python engine stays the one of the
+web, the live loop and the tests. ``manage.py simulate`` (and so the what-if replays it runs
+in the background) runs again in place on a fresh build when there is one (``--engine pure``
+or ``ALLOT_ENGINE=pure`` not to); the replay tools take it on request (``compare
+--compiled``, ``replay_bench --compiled``). Each does so in a fresh interpreter whose
+``PYTHONPATH`` starts with the build (``env``, ``reexec``): its ``scheduling`` package
+resolves ``scheduling.engine`` from the build and everything else from the source tree. A
 build older than the source is refused, never run (``require``). The compiled engine must
 decide exactly what the pure one decides: ``tests/engine/test_compiled_engine.py`` replays
 scenarios both ways and compares every figure.
