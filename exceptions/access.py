@@ -12,9 +12,9 @@ from django.db.models import Q
 from django.http import Http404
 
 from budgets import access as budget_access
+from core.parsing import parse_id
 from exceptions import approvers
 from exceptions.models import ExceptionRequest, State
-from core.parsing import parse_id
 
 
 def visible_requests(user):

@@ -1,8 +1,8 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from exceptions.models import ExceptionRequest, Kind
 from core.parsing import MAX_DB_INT
+from exceptions.models import ExceptionRequest, Kind
 
 
 def _optional(field_class, help_text=None, **kwargs):

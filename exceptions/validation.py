@@ -15,9 +15,9 @@ from django.utils.dateparse import parse_datetime
 from budgets import access
 from budgets.errors import BudgetValidationError
 from budgets.models import BudgetNode
+from core.parsing import parse_id, parse_int
 from exceptions.errors import ExceptionPermissionError, ExceptionValidationError
 from exceptions.models import OPEN_STATES, ExceptionRequest, Kind
-from core.parsing import parse_id, parse_int
 
 MAX_JUSTIFICATION = 4000
 

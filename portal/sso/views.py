@@ -13,9 +13,9 @@ from django.utils.http import urlencode
 from mozilla_django_oidc.utils import import_from_settings
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
+from core.logs import event
 from portal import sso
 from portal.forms import LoginForm
-from core.logs import event
 from portal.sso import discovery
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The apps are layered: ``core`` (the library: parsing, bulk SQL, logs, fault points, the
-SQLite backend) under everything, budgets at the bottom of the apps, scheduling above it, the exceptions workflow
-above both (it writes its effects into the apps it acts on). A lower app never imports a
-higher one, not even inside a function: it tells them through signals
+SQLite backend) under everything, budgets at the bottom of the apps, scheduling above it, the
+exceptions workflow above both (it writes its effects into the apps it acts on). A lower app never
+imports a higher one, not even inside a function: it tells them through signals
 (``scheduling.signals``)."""
 
 import ast
