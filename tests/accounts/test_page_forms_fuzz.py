@@ -5,7 +5,22 @@ import pytest
 
 from exceptions.models import ExceptionRequest
 
-ODD = ["²", "٣", "9" * 5000, "99999999999999999999", "-1", "1e309", "NaN", "x" * 5000, " ", "0"]
+ODD = [
+    "²",
+    "٣",
+    "alice\n",
+    "\x00",
+    "<script>",
+    "../../etc/passwd",
+    "9" * 5000,
+    "99999999999999999999",
+    "-1",
+    "1e309",
+    "NaN",
+    "x" * 5000,
+    " ",
+    "0",
+]
 
 
 @pytest.fixture
@@ -34,7 +49,9 @@ def forms(budget_tree, researchers_job, jupiter, researcher):
     ]
 
 
-@pytest.mark.parametrize("who", ["researcher", "leader", "cluster_admin"])
+@pytest.mark.parametrize(
+    "who", ["researcher", "project_lead", "manager", "leader", "cluster_admin", "outsider"]
+)
 def test_no_page_form_answers_a_server_error_on_odd_input(client, personas, forms, who):
     client.force_login(personas[who])
     failures = []
