@@ -45,9 +45,18 @@ def _cluster_families(now: datetime):
     from scheduling.models import Cluster, Job, JobEvent, Node
     from scheduling.reports import CAUSES
 
+    # The last ledger check (LedgerCheck, one row per cluster) is joined here, not read by a
+    # query of its own.
     clusters = list(
         Cluster.objects.order_by("name").values_list(
-            "pk", "name", "reachable", "last_pass_at", "last_sync_at"
+            "pk",
+            "name",
+            "reachable",
+            "last_pass_at",
+            "last_sync_at",
+            "ledger_check__checked_at",
+            "ledger_check__differences",
+            "ledger_check__gap_gpu_seconds",
         )
     )
     names = {pk: name for pk, name, *_ in clusters}
@@ -60,13 +69,33 @@ def _cluster_families(now: datetime):
     sync_age = GaugeMetricFamily(
         "allot_last_sync_age_seconds", "Seconds since the last backend sync", labels=["cluster"]
     )
-    for _, name, ok, last_pass, last_sync in clusters:
+    ledger_gap = GaugeMetricFamily(
+        "allot_ledger_discrepancy_gpu_hours",
+        "GPU-hours between what Allot charged and the backend's record, summed over the "
+        "attempts of the last ledger check's window that differ",
+        labels=["cluster"],
+    )
+    ledger_differences = GaugeMetricFamily(
+        "allot_ledger_differences",
+        "Attempts whose charges differ from the backend's record (last ledger check)",
+        labels=["cluster"],
+    )
+    ledger_age = GaugeMetricFamily(
+        "allot_ledger_check_age_seconds",
+        "Seconds since the last ledger check the backend answered",
+        labels=["cluster"],
+    )
+    for _, name, ok, last_pass, last_sync, checked, n_differences, gap in clusters:
         reachable.add_metric([name], 1.0 if ok else 0.0)
         if last_pass:
             pass_age.add_metric([name], (now - last_pass).total_seconds())
         if last_sync:
             sync_age.add_metric([name], (now - last_sync).total_seconds())
-    yield from (reachable, pass_age, sync_age)
+        if checked:  # never checked: no series, rather than a 0 nobody measured
+            ledger_gap.add_metric([name], _hours(gap))
+            ledger_differences.add_metric([name], n_differences)
+            ledger_age.add_metric([name], (now - checked).total_seconds())
+    yield from (reachable, pass_age, sync_age, ledger_gap, ledger_differences, ledger_age)
 
     # GPUs by state: busy (running jobs), drained (free GPUs on drained nodes), idle (the rest).
     nodes = {}

@@ -294,6 +294,11 @@ ALLOT_HEALTH_STALE_S = env_int("ALLOT_HEALTH_STALE_S", 300)
 # (scheduling/preemption_cost.py): how often jobs checkpoint, and what a restart costs.
 ALLOT_CHECKPOINT_INTERVAL_S = env_int("ALLOT_CHECKPOINT_INTERVAL_S", 1800)
 ALLOT_RESTART_OVERHEAD_S = env_int("ALLOT_RESTART_OVERHEAD_S", 300)
+# The periodic ledger check (scheduling/ledger_check.py): every ALLOT_LEDGER_CHECK_INTERVAL_S,
+# the attempts started in the last ALLOT_LEDGER_CHECK_WINDOW_S compared with the backend's
+# record, for /operations and /metrics. A difference stays in view until it leaves the window.
+ALLOT_LEDGER_CHECK_INTERVAL_S = env_int("ALLOT_LEDGER_CHECK_INTERVAL_S", 3600)
+ALLOT_LEDGER_CHECK_WINDOW_S = env_int("ALLOT_LEDGER_CHECK_WINDOW_S", 86400)
 # GPU telemetry (scheduling/telemetry.py): a Prometheus-compatible query API holding the DCGM
 # exporter's DCGM_FI_DEV_GPU_UTIL; empty turns it off. A job under ALLOT_IDLE_UTILIZATION (a
 # fraction) for ALLOT_IDLE_AFTER_S is idle: flagged, counted as wasted, its owner told.
@@ -355,6 +360,10 @@ CELERY_BEAT_SCHEDULE = {
     "charge-usage": {
         "task": "scheduling.tasks.charge_usage",
         "schedule": env_int("ALLOT_CHARGE_INTERVAL_S", 60),
+    },
+    "check-ledger": {
+        "task": "scheduling.tasks.check_ledger_all",
+        "schedule": ALLOT_LEDGER_CHECK_INTERVAL_S,
     },
     "sweep-expired-tokens": {"task": "portal.tasks.sweep_expired_tokens", "schedule": 3600},
 }

@@ -325,3 +325,43 @@ class OperationStat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operation} {self.cluster} le={self.le}: {self.count}"
+
+
+class LedgerCheck(models.Model):
+    """The last periodic ledger check of a cluster (scheduling/ledger_check.py), which
+    /operations and ``/metrics`` show. One row per cluster, replaced by each run: the check
+    looks over a window, so its latest answer is the one that matters."""
+
+    cluster = models.OneToOneField(
+        Cluster, on_delete=models.CASCADE, primary_key=True, related_name="ledger_check"
+    )
+    # The last run the backend answered; the counts below are that run's.
+    checked_at = models.DateTimeField(null=True, blank=True)
+    since = models.DateTimeField(null=True, blank=True)
+    differences = models.PositiveIntegerField(default=0)
+    # Sum of |charged − backend| over the differences: an overcharge on one attempt and an
+    # undercharge on another do not cancel out.
+    gap_gpu_seconds = models.BigIntegerField(default=0)
+    # The largest differences: [{"job_id", "job_name", "attempt_key", "charged_gpu_s",
+    # "backend_gpu_s"}], so the page links them without a query of its own.
+    worst = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)  # why the last run got no answer; "" when it did
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}: {self.differences} differences"
+
+    @property
+    def gap_gpu_hours(self) -> float:
+        return self.gap_gpu_seconds / 3600
+
+    def worst_attempts(self) -> list[dict]:
+        """``worst`` in GPU-hours; the gap is signed: positive when Allot charged more."""
+        return [
+            {
+                **w,
+                "charged_gpu_hours": w["charged_gpu_s"] / 3600,
+                "backend_gpu_hours": w["backend_gpu_s"] / 3600,
+                "gap_gpu_hours": (w["charged_gpu_s"] - w["backend_gpu_s"]) / 3600,
+            }
+            for w in self.worst
+        ]

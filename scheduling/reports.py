@@ -17,7 +17,7 @@ from django.db import connection
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from scheduling.models import Cluster, Job, JobEvent, Node
+from scheduling.models import Cluster, Job, JobEvent, LedgerCheck, Node
 
 IDLE_AFTER = timedelta(hours=1)
 WAIT_WINDOW = timedelta(days=7)
@@ -272,6 +272,7 @@ class ClusterOps:
     # GPU-seconds of work lost to preemption by the cost model (scheduling/preemption_cost.py)
     lost_gpu_seconds_24h: int = 0
     lost_gpu_seconds_7d: int = 0
+    ledger: LedgerCheck | None = None  # the last periodic ledger check, if one ran
 
     @property
     def lost_gpu_hours_24h(self) -> float:
@@ -306,9 +307,13 @@ class ClusterOps:
 def operations_report(now: datetime | None = None) -> dict:
     """Per cluster: utilisation, funded vs unfunded occupancy, preemptions in the last 24 h,
     the last pass, and every node with what runs on it; work lost to preemption over a day
-    and a week; wait-time percentiles and the most-preempted jobs. Six queries."""
+    and a week; the last ledger check; wait-time percentiles and the most-preempted jobs.
+    Six queries."""
     now = now or timezone.now()
-    clusters = {c.pk: ClusterOps(c) for c in Cluster.objects.order_by("name")}
+    clusters = {
+        c.pk: ClusterOps(c, ledger=getattr(c, "ledger_check", None))
+        for c in Cluster.objects.select_related("ledger_check").order_by("name")
+    }
     node_rows = {}
     for node in Node.objects.select_related("drain_requested_by").order_by("cluster", "name"):
         row = NodeRow(node)

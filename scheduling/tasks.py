@@ -8,7 +8,7 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from scheduling import discovery, reconcile, telemetry
+from scheduling import discovery, ledger_check, reconcile, telemetry
 from scheduling.accounting import charge_running_jobs
 from scheduling.backends.base import BackendUnavailable
 from scheduling.demo import keep_demand
@@ -117,6 +117,20 @@ def sync_cluster(cluster_id: int) -> None:
     with timed("reconcile", _cluster_name(cluster_id=cluster_id)) as outcome:
         # None: the backend could not be reached (recorded on the cluster): an error.
         outcome["error"] = reconcile.sync_cluster(cluster_id) is None
+
+
+@shared_task(ignore_result=True)
+def check_ledger_all() -> None:
+    for cluster_id in Cluster.objects.values_list("pk", flat=True):
+        check_ledger.delay(cluster_id)
+
+
+@shared_task(ignore_result=True)
+def check_ledger(cluster_id: int) -> int | None:
+    """The periodic ledger check of one cluster: stored for /operations and /metrics, each
+    difference logged; nothing repaired. The number of differences, None without an answer."""
+    check = ledger_check.record_check(cluster_id)
+    return None if check is None or check.error else check.differences
 
 
 @shared_task(ignore_result=True)

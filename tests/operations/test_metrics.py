@@ -176,7 +176,8 @@ def test_the_answer_is_cached_between_scrapes(client, researcher, cluster, setti
 def test_a_scrape_costs_a_fixed_number_of_queries(
     client, researcher, cluster, settings, django_assert_num_queries, tmp_path
 ):
-    """Fourteen queries whatever the number of jobs, clusters and budget nodes."""
+    """Fourteen queries whatever the number of jobs, clusters and budget nodes (the last
+    ledger check of each cluster comes with the clusters' query)."""
     from tests.scheduling.conftest import make_cluster
 
     settings.ALLOT_METRICS_CACHE_S = 0
@@ -184,6 +185,7 @@ def test_a_scrape_costs_a_fixed_number_of_queries(
         submit(researcher, gpus=8, name=f"j{index}")
     make_cluster(tmp_path / "b", name="saturn", gpu_type="B200", factor="2.000")
     tasks.schedule_cluster(cluster.pk)
+    tasks.check_ledger_all()
     with django_assert_num_queries(14):
         client.get("/metrics", **LOOPBACK)
     for index in range(20):
