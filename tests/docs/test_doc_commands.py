@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.tree import copy_of_the_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 FENCE = "```sh runnable"
@@ -61,24 +62,9 @@ def _venv_bin() -> Path:
     return own if own.is_dir() else Path(sys.executable).parent
 
 
-def _fresh_copy(into: Path) -> Path:
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    for rel in filter(None, listed.split("\0")):
-        source = ROOT / rel
-        if source.is_file() and not source.is_symlink():
-            (into / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, into / rel)
-    return into
-
-
 def run(block: Block, tmp_path: Path) -> subprocess.CompletedProcess:
     """The block in a fresh copy of the repository, in a plain shell."""
-    tree = _fresh_copy(tmp_path / "clone")
+    tree = copy_of_the_tree(tmp_path / "clone")
     home = tmp_path / "home"
     home.mkdir()
     environ = {

@@ -9,7 +9,6 @@ two. CI runs it; a machine without PyPI skips it.
 """
 
 import os
-import shutil
 import subprocess
 import sys
 import venv
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import service_missing, tcp_open
+from tests.tree import copy_of_the_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ["core", "portal", "budgets", "scheduling", "exceptions", "whatif"]
@@ -52,28 +52,11 @@ sys.exit(1 if failed else 0)
 """
 
 
-def _copy_of_the_tree(into: Path) -> Path:
-    """The files of the working tree git does not ignore (a clone's, plus new ones not yet
-    committed), so the install builds nothing into the working tree itself."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    for rel in filter(None, listed.split("\0")):
-        source = ROOT / rel
-        if source.is_file():
-            (into / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, into / rel)
-    return into
-
-
 @pytest.mark.install
 def test_the_server_installed_alone_loads_everything_the_web_workers_and_beat_import(tmp_path):
     if not tcp_open("pypi.org", 443, timeout=5):
         service_missing("PyPI (pypi.org:443) is not reachable")
-    tree = _copy_of_the_tree(tmp_path / "tree")
+    tree = copy_of_the_tree(tmp_path / "tree")
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
