@@ -45,8 +45,9 @@ def add_history(template: Job, count: int) -> None:
         )
         for kind, every in (("running", 1), ("completed", 1), ("preempted", 50)):
             cursor.execute(
-                "INSERT INTO scheduling_jobevent (job_id, at, kind, message, nodes) "
-                "SELECT id, started_at, %s, '', '[]'::jsonb FROM scheduling_job "
+                "INSERT INTO scheduling_jobevent"
+                " (job_id, at, kind, message, nodes, lost_gpu_seconds) "
+                "SELECT id, started_at, %s, '', '[]'::jsonb, 0 FROM scheduling_job "
                 "WHERE state IN ('completed', 'failed') AND id %% %s = 0",
                 [kind, every],
             )
